@@ -1,0 +1,22 @@
+"""hsd: lossless speculative decoding across different vocabularies (SLEM, TLI, SLRS, SD, AR).
+
+    import hsd
+    pair = hsd.load_pair()                      # the embedded tiny-code pair
+    res = hsd.generate(pair, "def fib(n):", algorithm="slem", max_new_tokens=64)
+    res.text, res.token_ids, res.rounds, res.metrics
+"""
+
+from .errors import (GatedModelError, HsdError, IncompatiblePairError, InvalidSettingError, ModelNotFoundError,
+                     NotCausalLMError, PromptError, ResourceLimitError, TokenizerMissingError)
+from .generate import check_algorithm, generate, stream
+from .loading import PRESETS, Model, Pair, clear_cache, load_model, load_pair
+from .trace import Emitted, Position, Result, Round, Span
+from .vocab import PairVocab, Vocab
+
+__all__ = [
+    "GatedModelError", "HsdError", "IncompatiblePairError", "InvalidSettingError", "ModelNotFoundError",
+    "NotCausalLMError", "PromptError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
+    "stream", "PRESETS", "Model", "Pair", "clear_cache", "load_model", "load_pair", "Emitted", "Position", "Result",
+    "Round", "Span", "PairVocab", "Vocab",
+]
+__version__ = "0.1.0"

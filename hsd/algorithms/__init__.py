@@ -1,0 +1,5 @@
+"""The decoding algorithms, one module each, every one a ``step(session) -> Round`` on the shared core."""
+
+from . import ar, sd, slem, tli
+
+ALGORITHMS = {"ar": ar, "sd": sd, "slem": slem, "tli": tli}

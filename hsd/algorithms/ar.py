@@ -1,0 +1,20 @@
+"""AR: plain autoregressive decoding (spec §1), timed exactly like the speculative loops."""
+
+from __future__ import annotations
+
+from ..sampling import pick
+from ..session import Session
+from ..trace import Round
+
+NEEDS_DRAFTER = False
+
+
+def step(s: Session) -> Round:
+    rnd = Round(len(s.rounds))
+    rnd.t_other = s.clock.split()
+    p = s.target_probs([])
+    token = int(pick(p, s.settings.sampling, s.rng)[0])
+    s.commit(rnd, [], token, "target")
+    rnd.target_forwards = 1
+    rnd.t_verify = s.clock.split()
+    return rnd

@@ -1,0 +1,138 @@
+"""The public entry points: :func:`generate` and its streaming form :func:`stream`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from .algorithms import ALGORITHMS
+from .errors import IncompatiblePairError, InvalidSettingError, PromptError
+from .loading import Model, Pair
+from .metrics import summarize
+from .sampling import Rng, Sampling
+from .session import Session, Settings
+from .trace import Result, Round
+
+MAX_LOOKAHEAD = 64
+MAX_NEW_TOKENS = 4096
+
+
+def _check_int(name: str, value, low: int, high: int, hint: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidSettingError(f"{name} must be an integer in {low}..{high} ({hint}), got {value!r}.")
+    return value
+
+
+def check_algorithm(pair: Pair, algorithm: str) -> None:
+    """Raise a specific error if ``algorithm`` cannot run on ``pair``."""
+    if algorithm not in ALGORITHMS:
+        raise InvalidSettingError(f"Unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}.")
+    if not ALGORITHMS[algorithm].NEEDS_DRAFTER:
+        return
+    if pair.drafter is None:
+        raise IncompatiblePairError(f"{algorithm!r} needs a drafter: load the pair with drafter='<hub id or dir>', "
+                                    "or use algorithm='ar'.")
+    pv = pair.vocab
+    if algorithm == "sd" and not pv.shared:
+        raise IncompatiblePairError(
+            f"'sd' needs a shared vocabulary, but these tokenizers differ ({pv.intersection_size} byte strings in "
+            "common). Use 'slem' or 'tli', which work across vocabularies.")
+    if algorithm == "tli" and pv.intersection_size == 0:
+        raise IncompatiblePairError(
+            "'tli' drafts only tokens both vocabularies share, and these share none. Use 'slem', or a drafter "
+            "whose tokenizer overlaps the target's.")
+
+
+def encode_prompt(model: Model, prompt: str | None, messages: list[dict] | None, fallback_text: str | None = None):
+    """Token ids of the prompt for one model: raw text, or chat ``messages`` through its own template."""
+    tok = model.tokenizer
+    if messages is not None:
+        if getattr(tok, "chat_template", None):
+            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return tok(text, add_special_tokens=False)["input_ids"], text
+        if fallback_text is None:
+            raise PromptError(f"{model.name!r} has no chat template: pass a raw prompt instead of messages, "
+                              "or use an instruction-tuned target.")
+        return tok(fallback_text, add_special_tokens=False)["input_ids"], fallback_text
+    return tok(prompt, add_special_tokens=True)["input_ids"], prompt
+
+
+def _check_prompt(prompt, messages) -> None:
+    if (prompt is None) == (messages is None):
+        raise PromptError("Give either a prompt (raw text) or messages (chat), not both and not neither.")
+    if prompt is not None and (not isinstance(prompt, str) or not prompt):
+        raise PromptError("The prompt is empty: type some text for the model to continue.")
+    if messages is not None:
+        ok = isinstance(messages, list) and messages and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages)
+        if not ok:
+            raise PromptError('messages must be a non-empty list of {"role": ..., "content": ...} dicts.')
+
+
+def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None = None, algorithm: str = "slem",
+           max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+           lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None) -> Iterator[Round | Result]:
+    """Run one generation, yielding each :class:`Round` as it completes, then the :class:`Result`."""
+    check_algorithm(pair, algorithm)
+    _check_prompt(prompt, messages)
+    sampling = Sampling(temperature, top_k, top_p)
+    drafter_sampling = sampling if drafter_temperature is None else Sampling(drafter_temperature, top_k, top_p)
+    _check_int("lookahead", lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
+    _check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
+    _check_int("seed", seed, -2**63, 2**63 - 1, "any integer")
+    module = ALGORITHMS[algorithm]
+    prompt_ids, target_text = encode_prompt(pair.target, prompt, messages)
+    if not prompt_ids:
+        raise PromptError("The prompt encodes to no tokens and the target adds no BOS token: give some text.")
+    limit = pair.target.context_length
+    if limit is not None and len(prompt_ids) + max_new_tokens > limit:
+        raise PromptError(
+            f"The prompt is {len(prompt_ids)} target tokens; with max_new_tokens={max_new_tokens} it needs "
+            f"{len(prompt_ids) + max_new_tokens} positions, but the target's context is {limit}. Shorten the "
+            "prompt or lower max_new_tokens.")
+    drafter_ids = None
+    if module.NEEDS_DRAFTER:
+        if algorithm == "sd":
+            drafter_ids = prompt_ids
+        else:
+            drafter_ids, _ = encode_prompt(pair.drafter, prompt, messages, fallback_text=target_text)
+        dlimit = pair.drafter.context_length
+        if dlimit is not None and len(drafter_ids) >= dlimit:
+            raise PromptError(f"The prompt is {len(drafter_ids)} drafter tokens, more than the drafter's context "
+                              f"({dlimit}). Shorten the prompt or use a drafter with a longer context.")
+    settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling)
+    s = Session(pair, settings, prompt_ids, drafter_ids, Rng(seed))
+    with torch.inference_mode():
+        s.prefill()
+        prefill_forwards = {"target": s.target.forwards, "drafter": s.drafter.runner.forwards if s.drafter else 0}
+        while not s.done:
+            spent = _forward_seconds(s)
+            rnd = module.step(s)
+            rnd.t_other += s.clock.split()
+            rnd.t_end = s.clock.since_start()
+            rnd.extra["forward_seconds"] = _forward_seconds(s) - spent
+            s.rounds.append(rnd)
+            yield rnd
+    token_ids = s.ids[s.prompt_len:]
+    metrics = summarize(s.rounds, s.prefill_seconds, prefill_forwards)
+    yield Result(
+        algorithm=algorithm, prompt_ids=list(prompt_ids), token_ids=token_ids,
+        text=bytes(s.generated).decode("utf-8", errors="replace"), rounds=s.rounds, metrics=metrics,
+        settings={"temperature": temperature, "top_k": top_k, "top_p": top_p, "lookahead": lookahead,
+                  "max_new_tokens": max_new_tokens, "seed": seed, "drafter_temperature": drafter_temperature,
+                  "target": pair.target.name, "drafter": pair.drafter.name if pair.drafter else None,
+                  "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", "")},
+        stop_reason=s.stop_reason, prefill={"seconds": s.prefill_seconds, **prefill_forwards})
+
+
+def _forward_seconds(s: Session) -> float:
+    return s.target.seconds + (s.drafter.runner.seconds if s.drafter else 0.0)
+
+
+def generate(pair: Pair, prompt: str | None = None, **kwargs) -> Result:
+    """Generate with ``algorithm`` in ``ar``, ``sd``, ``slem``, ``tli``; see :func:`stream` for the options."""
+    result = None
+    for item in stream(pair, prompt, **kwargs):
+        result = item
+    return result

@@ -1,0 +1,130 @@
+"""Text → tokens in context: the look-behind re-tokenization of spec §2, step 2.
+
+Tokenizers are not injective and a string tokenized on its own starts differently from the same
+string inside a text (SentencePiece's dummy prefix space, merges across the boundary). So new text
+is tokenized together with a window of known context in front, and only what follows the context
+is kept. The result is always *byte-exact*: the returned tokens spell exactly the new bytes
+(minus an incomplete UTF-8 character at the end, which is held back as ``pending``). When the
+tokenizer would alter the text (normalisation) or a token would straddle the boundary, the
+affected part falls back to a longest-match encoding over the vocabulary's bytes, and the event
+is recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .vocab import Vocab
+
+#: how many known tokens to tokenize in front of new text
+LOOKBEHIND = 8
+#: how much further back to look for a token that starts with a space (a clean word boundary)
+MAX_EXTRA_LOOKBEHIND = 16
+
+
+@dataclass
+class Continuation:
+    """``ids[:n_keep] + new_ids`` spells ``bytes(ids) + new[:len(new) - pending]``."""
+
+    n_keep: int
+    new_ids: list[int]
+    pending: int
+    events: list[str] = field(default_factory=list)
+
+
+def incomplete_utf8_tail(data: bytes) -> int:
+    """Number of bytes at the end of ``data`` that start a UTF-8 character without finishing it."""
+    for back in range(1, min(4, len(data)) + 1):
+        b = data[-back]
+        if b & 0xC0 == 0x80:  # continuation byte: keep looking for the lead byte
+            continue
+        need = 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4 if b & 0xF8 == 0xF0 else 1
+        return back if need > back else 0
+    return 0
+
+
+class Retokenizer:
+    """Encodes text continuing a known token sequence, for one tokenizer."""
+
+    def __init__(self, tokenizer, vocab: Vocab, lookbehind: int = LOOKBEHIND):
+        self.tokenizer = tokenizer
+        self.vocab = vocab
+        self.lookbehind = lookbehind
+
+    def encode(self, text: str) -> list[int]:
+        """Plain encoding of text: no special tokens added, none parsed from the text."""
+        return self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)
+
+    def _window_start(self, ids: list[int]) -> int:
+        """Where the look-behind window starts: ``lookbehind`` tokens back, moved to a word start.
+
+        Never crosses a special token (it has no text) and never starts inside a UTF-8 character.
+        A window that begins with a space keeps SentencePiece-style tokenizers from inventing one.
+        """
+        toks = self.vocab.tokens
+        limit = max(0, len(ids) - self.lookbehind - MAX_EXTRA_LOOKBEHIND)
+        floor = len(ids)
+        while floor > limit and toks[ids[floor - 1]] is not None:
+            floor -= 1
+        start = max(floor, len(ids) - self.lookbehind)
+        for probe in range(min(start, len(ids) - 1), floor - 1, -1):
+            if toks[ids[probe]].startswith(b" "):
+                start = probe
+                break
+        while start > floor and start < len(ids) and toks[ids[start]][:1] and toks[ids[start]][0] & 0xC0 == 0x80:
+            start -= 1
+        return start
+
+    def continue_ids(self, ids: list[int], new: bytes, *, rewrite: bool = False) -> Continuation:
+        """Tokens that spell ``new`` after ``ids``, tokenized in context.
+
+        With ``rewrite=False`` the known ``ids`` are fixed (emitted target tokens): only tokens after
+        them are returned, and a merge across the boundary is an event. With ``rewrite=True`` (the
+        drafter's own context) the window may be re-tokenized; ``n_keep`` says how many old ids stay.
+        """
+        if not new:
+            return Continuation(len(ids), [], 0)
+        toks = self.vocab.tokens
+        start = self._window_start(ids)
+        window = self.vocab.text_of(ids[start:])
+        whole = window + new
+        pending = incomplete_utf8_tail(whole)
+        if pending >= len(new):
+            return Continuation(len(ids), [], len(new))
+        whole = whole[:len(whole) - pending]
+        events: list[str] = []
+        try:
+            encoded = self.encode(whole.decode("utf-8"))
+        except UnicodeDecodeError:
+            encoded = None
+            events.append("invalid-utf8")
+        if encoded is not None and (any(toks[i] is None for i in encoded) or self.vocab.text_of(encoded) != whole):
+            events.append("normalized")
+            encoded = None
+        if encoded is None:
+            return self._fallback(ids, new[:len(new) - pending], pending, events)
+        if rewrite:
+            common = 0
+            old = ids[start:]
+            while common < min(len(old), len(encoded)) and old[common] == encoded[common]:
+                common += 1
+            return Continuation(start + common, encoded[common:], pending, events)
+        # Fixed context: find the token boundary at the end of the window.
+        pos, j = 0, 0
+        while j < len(encoded) and pos < len(window):
+            pos += len(toks[encoded[j]])
+            j += 1
+        if pos == len(window):
+            return Continuation(len(ids), encoded[j:], pending, events)
+        # A token straddles the boundary: spell its new part byte-exactly, keep what follows.
+        events.append("boundary-merge")
+        head, n = self.vocab.greedy_encode(new[:pos - len(window)])
+        if n < pos - len(window):
+            return Continuation(len(ids), head, len(new) - n, events + ["unrepresentable"])
+        return Continuation(len(ids), head + encoded[j:], pending, events)
+
+    def _fallback(self, ids, new: bytes, pending: int, events: list[str]) -> Continuation:
+        out, n = self.vocab.greedy_encode(new)
+        if n < len(new):
+            events.append("unrepresentable")
+        return Continuation(len(ids), out, pending + len(new) - n, events)

@@ -1,0 +1,184 @@
+"""State shared by every algorithm during one generation: contexts, KV caches, clocks, stopping.
+
+The target's context ``ids`` (prompt + emitted) is the only source of truth. Invariant between
+rounds: the target cache holds ``ids[:-1]``, so a round feeds ``[ids[-1]] + proposals`` and gets
+``p_1 .. p_{m+1}`` from one forward. The drafter's context is a deterministic function of the
+emitted text, kept up to date incrementally (:class:`DrafterContext`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .loading import Model, Pair
+from .retokenize import Retokenizer
+from .runner import Runner
+from .sampling import Rng, Sampling, pick
+from .trace import Emitted, Round
+
+
+@dataclass(frozen=True)
+class Settings:
+    sampling: Sampling
+    lookahead: int
+    max_new_tokens: int
+    drafter_sampling: Sampling
+
+
+class Clock:
+    """Accumulates wall time into named buckets of the current round; syncs CUDA at each split."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.start = time.perf_counter()
+        self.mark = self.start
+
+    def split(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        elapsed, self.mark = now - self.mark, now
+        return elapsed
+
+    def since_start(self) -> float:
+        return self.mark - self.start
+
+
+class DrafterContext:
+    """The drafter's token sequence for the emitted text, with its KV cache (spec §2, last paragraph).
+
+    ``ids`` = drafter prompt ids + drafter tokens spelling the first ``synced`` bytes of the generated
+    text. After each round :meth:`sync` keeps the drafter tokens whose bytes lie inside the emitted
+    text, re-encodes only the tail with a look-behind window, and crops the cache to what is unchanged.
+    """
+
+    def __init__(self, model: Model, prompt_ids: list[int]):
+        self.model = model
+        self.runner = Runner(model)
+        self.retok = Retokenizer(model.tokenizer, model.vocab)
+        self.ids = list(prompt_ids)
+        self.gen_start = len(self.ids)
+        self.synced = 0
+
+    def prefill(self) -> None:
+        if len(self.ids) > 1:
+            self.runner.forward(self.ids[:-1], keep=1)
+
+    def next_logits(self) -> torch.Tensor:
+        """Logits after ``ids``: feeds whatever the cache does not hold yet (at least one token)."""
+        self.runner.sync_to(self.ids)
+        if len(self.runner) == len(self.ids):
+            self.runner.crop(len(self.ids) - 1)
+        return self.runner.forward(self.ids[len(self.runner):], keep=1)[-1]
+
+    def draft(self, k: int, sampling: Sampling, rng: Rng, allowed: torch.Tensor | None = None):
+        """Sample up to ``k`` drafter tokens after ``ids`` (spec §1 step 1, §2 step 1, §3 step 2).
+
+        ``allowed`` (a boolean mask over the drafter vocabulary) restricts the distribution, which is
+        then renormalised: TLI's ``q'``. Drafting stops early after a special token (EOS) or when the
+        drafter's context is full. Returns the tokens and the ``[n, V_drafter]`` distributions they
+        were sampled from.
+        """
+        tokens: list[int] = []
+        rows: list[torch.Tensor] = []
+        specials = self.model.vocab.special_ids
+        for i in range(k):
+            if self.full():
+                break
+            logits = self.next_logits() if i == 0 else self.runner.forward([tokens[-1]], keep=1)[-1]
+            if allowed is not None:
+                logits = logits.masked_fill(~allowed, float("-inf"))
+            q = sampling.probs(logits.unsqueeze(0))
+            token = int(pick(q, sampling, rng)[0])
+            tokens.append(token)
+            rows.append(q[0])
+            if token in specials:
+                break
+        probs = torch.stack(rows) if rows else torch.empty(0, self.model.n_logits, device=self.runner.device)
+        return tokens, probs
+
+    def full(self) -> bool:
+        limit = self.model.context_length
+        return limit is not None and max(len(self.ids), len(self.runner)) + 1 >= limit
+
+    def sync(self, generated: bytes, drafted: list[int]) -> tuple[list[str], int]:
+        """Bring ``ids`` up to the generated text; return (re-tokenization events, drafter tokens dropped)."""
+        toks = self.model.vocab.tokens
+        candidates = self.ids[self.gen_start:] + drafted
+        keep, pos = 0, 0
+        for tid in candidates:
+            b = toks[tid]
+            if not b or generated[pos:pos + len(b)] != b:
+                break
+            pos += len(b)
+            keep += 1
+        base = self.ids[:self.gen_start] + candidates[:keep]
+        cont = self.retok.continue_ids(base, generated[pos:], rewrite=True)
+        self.ids = base[:cont.n_keep] + cont.new_ids
+        self.synced = len(generated) - cont.pending
+        before = len(self.runner)
+        self.runner.sync_to(self.ids)
+        dropped = before - len(self.runner)
+        return [f"drafter:{e}" for e in cont.events], dropped
+
+
+class Session:
+    """One call of :func:`hsd.generate`: the pair, the settings, the contexts and the trace so far."""
+
+    def __init__(self, pair: Pair, settings: Settings, prompt_ids: list[int], drafter_prompt_ids, rng: Rng):
+        self.pair = pair
+        self.settings = settings
+        self.rng = rng
+        self.target = Runner(pair.target)
+        self.vocab = pair.target.vocab
+        self.retok = Retokenizer(pair.target.tokenizer, pair.target.vocab)
+        self.prompt_len = len(prompt_ids)
+        self.ids = list(prompt_ids)
+        self.generated = bytearray()
+        self.eos = set(pair.target.vocab.eos_ids)
+        self.stop_reason: str | None = None
+        self.drafter = DrafterContext(pair.drafter, drafter_prompt_ids) if drafter_prompt_ids is not None else None
+        self.clock = Clock(pair.target.device)
+        self.rounds: list[Round] = []
+        self.prefill_seconds = 0.0
+        self.scratch: dict = {}  # per-call tables an algorithm builds once (e.g. TLI's vocabulary maps)
+
+    @property
+    def n_generated(self) -> int:
+        return len(self.ids) - self.prompt_len
+
+    @property
+    def done(self) -> bool:
+        return self.stop_reason is not None
+
+    def prefill(self) -> None:
+        if len(self.ids) > 1:
+            self.target.forward(self.ids[:-1], keep=1)
+        if self.drafter is not None:
+            self.drafter.prefill()
+        self.prefill_seconds = self.clock.split()
+
+    def target_probs(self, proposal: list[int]) -> torch.Tensor:
+        """One target forward over ``[ids[-1]] + proposal``: ``p_1 .. p_{m+1}``, ``[m+1, V]``."""
+        logits = self.target.forward([self.ids[-1]] + proposal, keep=len(proposal) + 1)
+        return self.settings.sampling.probs(logits)
+
+    def commit(self, rnd: Round, accepted: list[int], token: int, label: str) -> None:
+        """Emit ``accepted`` proposals then ``token``, stopping at EOS or ``max_new_tokens``."""
+        base = len(self.ids)
+        for tid, lab in [(t, "accepted") for t in accepted] + [(token, label)]:
+            if self.done:
+                break
+            b = self.vocab.tokens[tid] or b""
+            self.ids.append(tid)
+            self.generated += b
+            rnd.emitted.append(Emitted(tid, lab, b))
+            if tid in self.eos:
+                self.stop_reason = "eos"
+            elif self.n_generated >= self.settings.max_new_tokens:
+                self.stop_reason = "max_new_tokens"
+        # The cache holds base - 1 + len(proposal) positions; keep exactly ids[:-1].
+        self.target.crop(min(len(self.ids) - 1, base + len(accepted)))

@@ -1,0 +1,106 @@
+"""The trace: plain dataclasses that record what happened in each round (spec §5).
+
+One trace type feeds the CLI's JSON, the benchmark's tables and every picture in the app. Byte
+offsets (``start``/``end``) are positions in the round's draft string, the bytes the drafter
+proposed; the target's proposed tokens are placed in the same coordinates, which is what the
+token-boundary view draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+LABELS = ("accepted", "corrected", "bonus", "target")  # "target": a plain autoregressive step
+
+
+def text(b: bytes) -> str:
+    return b.decode("utf-8", errors="replace")
+
+
+@dataclass
+class Span:
+    """A token placed in the draft string: ``draft[start:end]`` are its bytes."""
+
+    id: int
+    start: int
+    end: int
+    prob: float | None = None  # drafter: q (or q') it was sampled with; target: q / q' / psi of the proposal
+
+
+@dataclass
+class Position:
+    """Verification of one proposed target token."""
+
+    token: int
+    p: float  # target probability of the proposed token, after sampling settings
+    q: float | None  # proposal probability (q for SD, q' for TLI, psi for SLRS; None for SLEM)
+    accept_prob: float  # min(1, p/q) for rejection sampling; p for exact match
+    outcome: str  # "accepted" | "rejected" | "unverified"
+
+
+@dataclass
+class Emitted:
+    token: int
+    label: str  # one of LABELS
+    text: bytes  # its bytes (b"" for special tokens)
+
+
+@dataclass
+class Round:
+    index: int
+    drafted: list[Span] = field(default_factory=list)
+    draft: bytes = b""
+    lag: int = 0  # leading bytes of the draft string that were already emitted
+    proposed: list[Span] = field(default_factory=list)
+    positions: list[Position] = field(default_factory=list)
+    emitted: list[Emitted] = field(default_factory=list)
+    rejected: bytes = b""  # the part of the draft string after the last accepted proposal
+    events: list[str] = field(default_factory=list)  # re-tokenization events
+    drafter_dropped: int = 0  # drafter tokens removed from its cache after the round
+    target_forwards: int = 0
+    drafter_forwards: int = 0
+    t_draft: float = 0.0
+    t_convert: float = 0.0
+    t_verify: float = 0.0
+    t_other: float = 0.0
+    t_end: float = 0.0  # seconds since the call started, when this round's tokens were ready
+    extra: dict = field(default_factory=dict)  # algorithm-specific counters (e.g. SLRS psi cost)
+
+    @property
+    def n_accepted(self) -> int:
+        return sum(e.label == "accepted" for e in self.emitted)
+
+    @property
+    def n_proposed(self) -> int:
+        return len(self.positions)
+
+    @property
+    def seconds(self) -> float:
+        return self.t_draft + self.t_convert + self.t_verify + self.t_other
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["draft"] = text(self.draft)
+        d["draft_hex"] = self.draft.hex()
+        d["rejected"] = text(self.rejected)
+        for e in d["emitted"]:
+            e["text"] = text(e["text"])
+        return d
+
+
+@dataclass
+class Result:
+    algorithm: str
+    prompt_ids: list[int]
+    token_ids: list[int]
+    text: str
+    rounds: list[Round]
+    metrics: dict
+    settings: dict
+    stop_reason: str  # "eos" | "max_new_tokens"
+    prefill: dict = field(default_factory=dict)  # prefill time and forwards
+
+    def to_dict(self) -> dict:
+        return {"algorithm": self.algorithm, "text": self.text, "prompt_ids": self.prompt_ids,
+                "token_ids": self.token_ids, "stop_reason": self.stop_reason, "settings": self.settings,
+                "metrics": self.metrics, "prefill": self.prefill, "rounds": [r.to_dict() for r in self.rounds]}

@@ -1,0 +1,103 @@
+"""Tokenizers and tiny models the tests build from local text, so the suite needs no download.
+
+* ``bytelevel_tokenizer``: a GPT-2-style byte-level BPE;
+* ``sentencepiece_tokenizer``: a SentencePiece-style BPE (``▁`` word marker, ``<0xNN>`` byte fallback);
+* ``tiny_llama``: a random-weight ``LlamaForCausalLM`` for a tokenizer (peaky logits so greedy
+  decoding wanders instead of repeating one token);
+* ``BigramLM``: a hand-set next-token table with the causal-LM call signature, for exact
+  distribution tests (its distribution is known in closed form).
+"""
+
+from __future__ import annotations
+
+import inspect
+import sysconfig
+from functools import lru_cache
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+
+@lru_cache(maxsize=1)
+def corpus() -> list[str]:
+    """A small, fixed slice of the Python standard library plus some non-ASCII text."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    texts = [(stdlib / name).read_text(encoding="utf-8") for name in ("textwrap.py", "heapq.py", "bisect.py", "colorsys.py")]
+    texts.append("Ünïcödé テキスト 中文 😀 é e\u0301 שלום مرحبا\t\r\n 12345 67 890\n" * 20)
+    return texts
+
+
+@lru_cache(maxsize=None)
+def bytelevel_tokenizer(vocab_size: int = 600) -> PreTrainedTokenizerFast:
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tk.train_from_iterator(corpus(), trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+
+
+@lru_cache(maxsize=None)
+def sentencepiece_tokenizer(vocab_size: int = 500) -> PreTrainedTokenizerFast:
+    """Like Llama-2's: specials at 0-2, the 256 byte-fallback tokens as ordinary tokens at 3-258."""
+    specials = ["<unk>", "<s>", "</s>"]
+    normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 256, special_tokens=specials, show_progress=False,
+                                  max_token_length=8)
+    draft = Tokenizer(models.BPE(unk_token="<unk>"))
+    draft.normalizer = normalizer
+    draft.train_from_iterator(corpus(), trainer)
+    trained = sorted(draft.get_vocab().items(), key=lambda kv: kv[1])
+    vocab = {tok: i for i, (tok, _) in enumerate(trained[:3])}
+    vocab.update({f"<0x{b:02X}>": 3 + b for b in range(256)})
+    for tok, _ in trained[3:]:
+        vocab.setdefault(tok, len(vocab))
+    import json
+    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
+              for m in json.loads(draft.to_str())["model"]["merges"]]
+    tk = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True))
+    tk.normalizer = normalizer
+    tk.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                    decoders.Strip(" ", 1, 0)])
+    tk.add_special_tokens(specials)
+    return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+
+
+def tiny_llama(tokenizer, seed: int, vocab_size: int | None = None, layers: int = 1, hidden: int = 32,
+               scale: float = 8.0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=vocab_size or len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
+                         max_position_embeddings=512, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(scale)
+    return model
+
+
+class BigramLM(torch.nn.Module):
+    """Next-token logits depend only on the current token: ``logits[pos] = table[input_ids[pos]]``.
+
+    Behaves like a transformers causal LM for hsd (``input_ids``, a cache argument, ``logits_to_keep``),
+    so the exact distribution of any continuation is a product of table rows.
+    """
+
+    def __init__(self, table: torch.Tensor, eos_token_id: int | None = None):
+        super().__init__()
+        self.table = torch.nn.Parameter(table.float(), requires_grad=False)
+        self.config = SimpleNamespace(vocab_size=table.shape[1], max_position_embeddings=4096)
+        self.generation_config = SimpleNamespace(eos_token_id=eos_token_id)
+
+    def forward(self, input_ids, cache=None, use_cache=True, logits_to_keep=0):
+        logits = self.table[input_ids]
+        if logits_to_keep:
+            logits = logits[:, -logits_to_keep:]
+        return SimpleNamespace(logits=logits)
+
+
+assert "cache" in inspect.signature(BigramLM.forward).parameters
