@@ -45,18 +45,17 @@ def vocab_dir() -> Path:
 
 
 def _download(version: str, dest: Path) -> Path | None:
+    # pip prepares the sdist's metadata (installs its build backend in an isolated env,
+    # ~15 s) but builds nothing.
     cmd = [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
-           "--no-build-isolation", f"{PACKAGE}=={version}", "-d", str(dest)]
+           f"{PACKAGE}=={version}", "-d", str(dest)]
     print("+", " ".join(cmd), flush=True)
-    # --no-build-isolation keeps pip from installing the build backend just to read
-    # metadata; if the backend is missing, pip fails there, so retry with isolation.
-    for attempt in (cmd, [c for c in cmd if c != "--no-build-isolation"]):
-        res = subprocess.run(attempt, capture_output=True, text=True)
-        tarballs = sorted(dest.glob("llama_cpp_python-*.tar.gz"))
-        if tarballs:
-            return tarballs[0]
-        tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
-        print("  pip download failed:", *tail, sep="\n    ", file=sys.stderr)
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    tarballs = sorted(dest.glob("llama_cpp_python-*.tar.gz"))
+    if tarballs:
+        return tarballs[0]
+    tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
+    print("  pip download failed:", *tail, sep="\n    ", file=sys.stderr)
     return None
 
 
