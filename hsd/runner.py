@@ -11,7 +11,7 @@ import inspect
 import time
 
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, PretrainedConfig
 
 from .loading import Model
 
@@ -26,7 +26,7 @@ class Runner:
         self.model = model
         self.ids: list[int] = []
         config = getattr(model.model, "config", None)
-        self.cache = DynamicCache(config=config) if config is not None else DynamicCache()
+        self.cache = DynamicCache(config=config) if isinstance(config, PretrainedConfig) else DynamicCache()
         self._kwarg = _cache_kwarg(model.model)
         self.forwards = 0
         self.seconds = 0.0  # wall time inside forward passes
