@@ -98,30 +98,50 @@ class Retokenizer:
         except UnicodeDecodeError:
             encoded = None
             events.append("invalid-utf8")
-        if encoded is not None and (any(toks[i] is None for i in encoded) or self.vocab.text_of(encoded) != whole):
-            events.append("normalized")
-            encoded = None
-        if encoded is None:
+        shift = self._prefix_shift(encoded, whole) if encoded is not None else None
+        if shift is None:
+            if encoded is not None:
+                events.append("normalized")
             return self._fallback(ids, new[:len(new) - pending], pending, events)
-        if rewrite:
-            common = 0
-            old = ids[start:]
+        starts = self._starts(encoded)  # byte offset of each token in the encoding, and the end
+        if rewrite and shift in starts:
+            first = starts.index(shift)  # the invented leading space is a token of its own: skip it
+            encoded, old, common = encoded[first:], ids[start:], 0
             while common < min(len(old), len(encoded)) and old[common] == encoded[common]:
                 common += 1
             return Continuation(start + common, encoded[common:], pending, events)
-        # Fixed context: find the token boundary at the end of the window.
-        pos, j = 0, 0
-        while j < len(encoded) and pos < len(window):
-            pos += len(toks[encoded[j]])
-            j += 1
-        if pos == len(window):
-            return Continuation(len(ids), encoded[j:], pending, events)
+        # Fixed context: keep the tokens after the window's end.
+        boundary = shift + len(window)
+        if boundary in starts:
+            return Continuation(len(ids), encoded[starts.index(boundary):], pending, events)
         # A token straddles the boundary: spell its new part byte-exactly, keep what follows.
         events.append("boundary-merge")
-        head, n = self.vocab.greedy_encode(new[:pos - len(window)])
-        if n < pos - len(window):
+        j = next(i for i, pos in enumerate(starts) if pos > boundary)
+        head, n = self.vocab.greedy_encode(new[:starts[j] - boundary])
+        if n < starts[j] - boundary:
             return Continuation(len(ids), head, len(new) - n, events + ["unrepresentable"])
         return Continuation(len(ids), head + encoded[j:], pending, events)
+
+    def _starts(self, ids: list[int]) -> list[int]:
+        toks, out, pos = self.vocab.tokens, [], 0
+        for tid in ids:
+            out.append(pos)
+            pos += len(toks[tid])
+        out.append(pos)
+        return out
+
+    def _prefix_shift(self, encoded: list[int], whole: bytes) -> int | None:
+        """How many spaces the tokenizer invented in front of ``whole`` (SentencePiece's dummy prefix).
+
+        ``None`` when the encoding does not spell ``whole`` after them (normalisation changed the text).
+        """
+        if any(self.vocab.tokens[i] is None for i in encoded):
+            return None
+        spelled = self.vocab.text_of(encoded)
+        shift = len(spelled) - len(whole)
+        if shift < 0 or spelled[shift:] != whole or spelled[:shift].strip(b" "):
+            return None
+        return shift
 
     def _fallback(self, ids, new: bytes, pending: int, events: list[str]) -> Continuation:
         out, n = self.vocab.greedy_encode(new)
