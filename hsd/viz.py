@@ -1,0 +1,479 @@
+"""Pictures of a trace: coloured output, the token-boundary view, comparison figures and tables.
+
+Pure functions from :class:`~hsd.trace.Round` / :class:`~hsd.trace.Result` to HTML strings,
+plotly figures and pandas DataFrames, so the app, notebooks and tests share them (no gradio here).
+
+Text is stored as bytes (spec §0): a token may be half of a UTF-8 character. Output HTML decodes
+the whole emitted byte stream once and gives each character to the token holding its first byte;
+the token-boundary view cuts the draft at every boundary of either tokenizer and shows a piece that
+is not whole characters as its hex bytes, so no boundary is ever moved to make text look nicer.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from .trace import Result, Round
+
+COLORS = {"accepted": "#22c55e", "corrected": "#f97316", "bonus": "#3b82f6", "rejected": "#9ca3af",
+          "target": None}
+OUTCOME_COLORS = {"accepted": "#22c55e", "rejected": "#ef4444", "unverified": "#9ca3af"}
+ALGORITHM_COLORS = {"ar": "#6b7280", "sd": "#8b5cf6", "slem": "#0ea5e9", "tli": "#f59e0b", "slrs": "#ec4899"}
+SPLIT_COLORS = {"draft": "#0ea5e9", "convert": "#f59e0b", "verify": "#6366f1", "other": "#9ca3af"}
+PROPOSAL_SYMBOL = {"sd": "q", "tli": "q′", "slrs": "ψ", "slem": None}
+LEGEND_TEXT = {"accepted": "accepted draft", "corrected": "target's correction", "bonus": "bonus token",
+               "target": "target token (AR)", "rejected": "rejected draft"}
+MONO = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
+
+
+# ----------------------------------------------------------------------------- bytes -> characters
+
+def char_spans(data: bytes) -> list[tuple[int, int, str]]:
+    """``(start, end, char)`` for each character of ``data``; an invalid byte becomes one U+FFFD."""
+    out, i, n = [], 0, len(data)
+    while i < n:
+        b = data[i]
+        size = 1 if b < 0x80 else 2 if 0xC2 <= b < 0xE0 else 3 if 0xE0 <= b < 0xF0 else 4 if 0xF0 <= b < 0xF5 else 0
+        try:
+            ch = data[i:i + size].decode("utf-8") if size else None
+        except UnicodeDecodeError:
+            ch = None
+        if ch is None or len(ch) != 1:
+            out.append((i, i + 1, "\ufffd"))
+            i += 1
+        else:
+            out.append((i, i + size, ch))
+            i += size
+    return out
+
+
+def _is_whole_text(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def visible(text: str) -> str:
+    """Whitespace made visible for token cells: space ␣, tab →, newline ↵."""
+    return text.replace(" ", "␣").replace("\t", "→").replace("\r", "␍").replace("\n", "↵")
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:.{digits}f}"
+
+
+# ----------------------------------------------------------------------------- coloured output
+
+def legend_html(labels=("accepted", "corrected", "bonus", "target", "rejected")) -> str:
+    items = []
+    for label in labels:
+        items.append(f'<span class="hsd-legend-item" style="margin-right:1.1em;white-space:nowrap">'
+                     f'{_token_span("abc", label, "")} {LEGEND_TEXT[label]}</span>')
+    return f'<div class="hsd-legend" style="font-size:0.9em;margin:0.3em 0 0.6em 0">{"".join(items)}</div>'
+
+
+def _token_span(text: str, label: str, title: str) -> str:
+    color = COLORS.get(label)
+    if label == "rejected":
+        style = f"color:{color};text-decoration:line-through;text-decoration-thickness:2px"
+    elif color:
+        style = f"background:{color}33;border-bottom:3px solid {color};border-radius:3px"
+    else:
+        style = ""
+    return f'<span class="hsd-tok hsd-{label}" style="{style}" title="{_esc(title)}">{_esc(text)}</span>'
+
+
+def output_html(rounds: list[Round], *, show_rejected: bool = True, special_text: dict[int, str] | None = None,
+                legend: bool = True, prompt: str | None = None) -> str:
+    """The generated text coloured by origin, with each round's rejected draft struck through.
+
+    ``special_text`` names special tokens (they have no bytes), e.g. ``pair.target.vocab.special_text``.
+    """
+    special_text = special_text or {}
+    stream, owners, inserts = bytearray(), [], {}
+    for r in rounds:
+        for e in r.emitted:
+            owners.append((len(stream), len(stream) + len(e.text), e, r.index))
+            stream += e.text
+        if show_rejected and r.rejected:
+            inserts.setdefault(len(stream), []).append(r)
+    parts = []
+    if prompt:
+        parts.append(f'<span class="hsd-prompt" style="opacity:0.55">{_esc(prompt)}</span>')
+    chars = char_spans(bytes(stream))
+    ci = 0
+
+    def flush_inserts(upto: int) -> None:
+        for offset in sorted(k for k in list(inserts) if k <= upto):
+            for r in inserts.pop(offset):
+                parts.append(_token_span(r.rejected.decode("utf-8", errors="replace"), "rejected",
+                                         f"round {r.index}: rejected draft"))
+
+    for start, end, e, index in owners:
+        text = []
+        while ci < len(chars) and chars[ci][0] < end:
+            flush_inserts(chars[ci][0])
+            text.append(chars[ci][2])
+            ci += 1
+        if not e.text:
+            text = [f"⟨{special_text.get(e.token, f'special {e.token}')}⟩"]
+        title = f"{LEGEND_TEXT[e.label]} · round {index} · id {e.token} · bytes {e.text.hex(' ') or '—'}"
+        parts.append(_token_span("".join(text), e.label, title))
+    flush_inserts(len(stream) + 1)
+    body = "".join(parts)
+    box = (f'<div class="hsd-output" style="white-space:pre-wrap;font-family:{MONO};font-size:1.05em;'
+           f'line-height:1.7;overflow-wrap:anywhere">{body}</div>')
+    return (legend_html() if legend else "") + box
+
+
+# ----------------------------------------------------------------------------- token-boundary view
+
+def _columns(draft: bytes, spans_a, spans_b):
+    """Cut the draft at every boundary of either tokenization; zero-width tokens get their own column.
+
+    Returns the columns (``(start, end)`` byte ranges, or ``(offset, None)`` for a zero-width slot) and,
+    for each tokenization, each span's ``(first_column, last_column + 1)``.
+    """
+    n = len(draft)
+    cuts = {0, n}
+    for s in list(spans_a) + list(spans_b):
+        cuts.update((min(s.start, n), min(s.end, n)))
+    cuts = sorted(cuts)
+    zero = {}
+    for spans in (spans_a, spans_b):
+        counts = {}
+        for s in spans:
+            if s.end <= s.start:
+                counts[min(s.start, n)] = counts.get(min(s.start, n), 0) + 1
+        for off, c in counts.items():
+            zero[off] = max(zero.get(off, 0), c)
+    cols, at_start, slots = [], {}, {}
+    for i, c in enumerate(cuts):
+        slots[c] = len(cols)
+        for _ in range(zero.get(c, 0)):
+            cols.append((c, None))
+        at_start[c] = len(cols)
+        if i + 1 < len(cuts):
+            cols.append((c, cuts[i + 1]))
+    end_col = {c: at_start[c] for c in cuts}  # first column at or after offset c (past its zero slots)
+    col_of_end = {}
+    for ci, (s, e) in enumerate(cols):
+        if e is not None:
+            col_of_end[e] = ci + 1
+
+    def place(spans):
+        out, used = [], {}
+        for s in spans:
+            a, b = min(s.start, n), min(s.end, n)
+            if b <= a:
+                k = used.get(a, 0)
+                used[a] = k + 1
+                out.append((slots[a] + k, slots[a] + k + 1))
+            else:
+                out.append((end_col[a], col_of_end[b]))
+        return out
+
+    return cols, place(spans_a), place(spans_b)
+
+
+def _piece_text(draft: bytes, start: int, end: int) -> tuple[str, bool]:
+    piece = draft[start:end]
+    whole = _is_whole_text(piece)
+    return (visible(piece.decode("utf-8")) if whole else piece.hex(" ")), whole
+
+
+def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int, str] | None = None,
+               special_target: dict[int, str] | None = None) -> str:
+    """One round as a three-row picture: drafter tokens, the draft string, the target's proposed tokens.
+
+    Below each proposed token: p, the proposal probability (q for SD, q′ for TLI, ψ for SLRS, none for
+    SLEM), the acceptance probability and the outcome. A red boundary in the draft row is one that only
+    one tokenizer has. ``special_*`` name special tokens, which have no bytes (e.g. ``vocab.special_text``).
+    """
+    if not rnd.drafted and not rnd.proposed:
+        emitted = " ".join(_token_span(visible(e.text.decode("utf-8", errors="replace")), e.label, "") for e in rnd.emitted)
+        return (f'<div class="hsd-round" style="font-size:1.2em">Round {rnd.index}: no draft (plain autoregressive '
+                f'step, one target forward, one token). Emitted: {emitted}</div>')
+    draft = rnd.draft
+    cols, d_place, t_place = _columns(draft, rnd.drafted, rnd.proposed)
+    d_cuts = {min(s.start, len(draft)) for s in rnd.drafted} | {min(s.end, len(draft)) for s in rnd.drafted}
+    t_cuts = {min(s.start, len(draft)) for s in rnd.proposed} | {min(s.end, len(draft)) for s in rnd.proposed}
+    t_cuts.add(rnd.lag)
+    symbol = PROPOSAL_SYMBOL.get(algorithm, "q")
+    sd, st = special_drafter or {}, special_target or {}
+    cell = "padding:4px 6px;text-align:center;vertical-align:top;white-space:nowrap"
+    head = f'{cell};text-align:right;font-weight:600;opacity:0.8;font-family:sans-serif;font-size:0.75em'
+
+    def token_row(spans, placement, cls, shade, label_of, extra_of):
+        cells, col = [], 0
+        for i, (span, (a, b)) in enumerate(sorted(zip(spans, placement), key=lambda x: x[1])):
+            if a > col:
+                cells.append(f'<td colspan="{a - col}"></td>')
+            bg = shade[i % 2]
+            cells.append(f'<td class="{cls}" colspan="{b - a}" style="{cell};background:{bg};border:1px solid #64748b;'
+                         f'border-radius:6px;font-family:{MONO}"><div style="font-size:1.1em;font-weight:600">'
+                         f'{_esc(label_of(span))}</div><div style="font-size:0.7em;opacity:0.75">{extra_of(span)}</div></td>')
+            col = b
+        if col < len(cols):
+            cells.append(f'<td colspan="{len(cols) - col}"></td>')
+        return "".join(cells)
+
+    def label(span, specials):
+        if span.end > span.start:
+            text, whole = _piece_text(draft, span.start, span.end)
+            return text if whole else f"⟨{text}⟩"
+        return f"⟨{specials.get(span.id, 'special')}⟩"
+
+    drafted_row = token_row(rnd.drafted, d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"),
+                            lambda s: label(s, sd),
+                            lambda s: f"id {s.id}" + (f" · q {_fmt(s.prob, 2)}" if s.prob is not None else ""))
+    outcome = {id(s): (rnd.positions[i] if i < len(rnd.positions) else None) for i, s in enumerate(rnd.proposed)}
+    target_row = token_row(rnd.proposed, t_place, "hsd-target-tok", ("#fef3c7", "#fde68a"),
+                           lambda s: label(s, st), lambda s: f"id {s.id}")
+    draft_cells = []
+    for ci, (s, e) in enumerate(cols):
+        if e is None:
+            draft_cells.append(f'<td class="hsd-draft-piece" style="{cell};opacity:0.5">·</td>')
+            continue
+        text, whole = _piece_text(draft, s, e)
+        disagree = (s in d_cuts) != (s in t_cuts) and s != 0
+        border = "3px dashed #ef4444" if disagree else "2px solid #334155" if s != 0 else "none"
+        lagged = ";opacity:0.45" if e <= rnd.lag else ""
+        cls = "hsd-draft-piece" + (" hsd-boundary-disagree" if disagree else "")
+        draft_cells.append(f'<td class="{cls}" style="{cell};border-left:{border};font-family:{MONO};'
+                           f'font-size:{1.5 if whole else 0.9}em{lagged}">{_esc(text)}</td>')
+    stat_rows = []
+    by_col = sorted(zip(rnd.proposed, t_place), key=lambda x: x[1][0])
+    rows = [("p (target)", lambda p: _fmt(p.p))]
+    if symbol:
+        rows.append((f"{symbol} (proposal)", lambda p: _fmt(p.q)))
+    rows.append(("P(accept)" + (" = p" if symbol is None else f" = min(1, p/{symbol})"), lambda p: _fmt(p.accept_prob)))
+    rows.append(("outcome", None))
+    for name, fn in rows:
+        cells, col = [f'<th style="{head}">{_esc(name)}</th>'], 0
+        for span, (a, b) in by_col:
+            pos = outcome[id(span)]
+            if a > col:
+                cells.append(f'<td colspan="{a - col}"></td>')
+            if pos is None:
+                cells.append(f'<td colspan="{b - a}"></td>')
+            elif fn is None:
+                c = OUTCOME_COLORS.get(pos.outcome, "#9ca3af")
+                cells.append(f'<td class="hsd-outcome hsd-{pos.outcome}" colspan="{b - a}" style="{cell};'
+                             f'background:{c};color:white;font-weight:700;border-radius:6px">{pos.outcome}</td>')
+            else:
+                cells.append(f'<td colspan="{b - a}" style="{cell};font-family:{MONO}">{fn(pos)}</td>')
+            col = b
+        stat_rows.append("<tr>" + "".join(cells) + "</tr>")
+    emitted = "".join(_token_span(visible(e.text.decode("utf-8", errors="replace")) or f"⟨{st.get(e.token, e.token)}⟩",
+                                  e.label, LEGEND_TEXT[e.label]) for e in rnd.emitted)
+    events = ", ".join(_esc(e) for e in rnd.events) or "none"
+    times = " · ".join(f"{k} {1000 * getattr(rnd, 't_' + k):.1f} ms" for k in ("draft", "convert", "verify", "other"))
+    lag = f" The first {rnd.lag} byte(s) were already emitted (an unfinished character)." if rnd.lag else ""
+    return f"""<div class="hsd-round" style="font-size:18px">
+<div style="margin-bottom:0.4em"><b>Round {rnd.index}</b>: the drafter drafted {len(rnd.drafted)} token(s);
+the target was proposed {len(rnd.proposed)} token(s) and accepted {rnd.n_accepted}.{lag}</div>
+<div style="overflow-x:auto"><table class="hsd-boundaries" style="border-collapse:separate;border-spacing:3px">
+<tr><th style="{head}">drafter tokens</th>{drafted_row}</tr>
+<tr><th style="{head}">draft string</th>{"".join(draft_cells)}</tr>
+<tr><th style="{head}">target tokens</th>{target_row}</tr>
+{"".join(stat_rows)}
+</table></div>
+<div style="margin-top:0.5em">Emitted this round: <span style="font-family:{MONO}">{emitted}</span></div>
+<div style="font-size:0.8em;opacity:0.8;margin-top:0.3em">Red dashed line: a boundary only one tokenizer has.
+Pieces in ⟨hex⟩ are parts of a UTF-8 character. Re-tokenization events: {events}.
+Drafter tokens dropped from its cache: {rnd.drafter_dropped}. Time: {times}.</div>
+</div>"""
+
+
+# ----------------------------------------------------------------------------- comparison figures
+
+def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template="plotly_white", height=380,
+                      margin=dict(l=60, r=20, t=60, b=50), legend=dict(orientation="h", y=-0.2), font=dict(size=14))
+    return fig
+
+
+def _color(name: str) -> str:
+    return ALGORITHM_COLORS.get(name, "#334155")
+
+
+def _mean_per_round(result: Result, key: str) -> float:
+    return result.metrics["time_split_s"][key] / max(1, result.metrics["rounds"])
+
+
+def expected_speedup(result: Result, ar: Result) -> float | None:
+    """Theoretical speedup of a speculative run over AR, from its measured acceptance and costs.
+
+    With per-position acceptance rate ``a`` and ``k`` proposed target tokens per round, the expected
+    tokens per round is ``E = (1 - a^(k+1)) / (1 - a)`` (``k + 1`` when ``a = 1``; Leviathan et al.
+    2023, eq. 1). The cost of a round, in units of one AR step (AR seconds per token, measured in the
+    same run), is ``k·c_draft + c_verify``: ``k·c_draft`` is the round's measured drafting time and
+    ``c_verify`` everything else in the round (verification forward, conversion, bookkeeping).
+    Expected speedup = ``E / (k·c_draft + c_verify)``. It differs from the measured speedup when
+    acceptances are not independent of position, and through the prefill (TTFT) left out of both.
+    """
+    m, am = result.metrics, ar.metrics
+    if not m.get("rounds") or m.get("acceptance_rate") is None or not am.get("tokens_per_s"):
+        return None
+    a, k = m["acceptance_rate"], m["proposed"] / m["rounds"]
+    tokens = k + 1 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
+    step = 1.0 / am["tokens_per_s"]
+    draft = _mean_per_round(result, "draft") / step
+    rest = sum(_mean_per_round(result, key) for key in ("convert", "verify", "other")) / step
+    cost = draft + rest
+    return tokens / cost if cost > 0 else None
+
+
+def speedup_figure(results: dict[str, Result], device: str = "") -> go.Figure:
+    """Measured speedup over AR (bars) with the theoretical expected speedup beside each bar (◆)."""
+    ar = results.get("ar")
+    names = [n for n in results if n != "ar"]
+    fig = go.Figure()
+    if ar is None or not ar.metrics.get("tokens_per_s"):
+        return _layout(fig, "Speedup over AR (needs an AR run)", "algorithm", "× AR tokens/s")
+    measured = [(results[n].metrics["tokens_per_s"] or 0) / ar.metrics["tokens_per_s"] for n in names]
+    theory = [expected_speedup(results[n], ar) for n in names]
+    fig.add_bar(x=names, y=measured, name="measured", marker_color=[_color(n) for n in names],
+                text=[f"{v:.2f}×" for v in measured], textposition="outside", offsetgroup=0)
+    fig.add_scatter(x=names, y=theory, name="expected (from measured acceptance and costs)", mode="markers",
+                    marker=dict(symbol="diamond", size=16, color="#111827", line=dict(color="white", width=2)))
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#6b7280", annotation_text="AR = 1×")
+    title = "Speedup over AR, measured in this run" + (f" on {device}" if device else "")
+    return _layout(fig, title, "algorithm", "× AR tokens/s")
+
+
+def tokens_time_figure(results: dict[str, Result]) -> go.Figure:
+    """Cumulative emitted tokens against wall time since the call started, one line per run."""
+    fig = go.Figure()
+    for name, res in results.items():
+        xs, ys, n = [0.0], [0], 0
+        for r in res.rounds:
+            n += len(r.emitted)
+            xs.append(r.t_end)
+            ys.append(n)
+        fig.add_scatter(x=xs, y=ys, name=name, mode="lines", line=dict(shape="hv", width=3, color=_color(name)))
+    return _layout(fig, "Tokens against wall time", "seconds since the call started", "tokens emitted")
+
+
+def acceptance_histogram_figure(results: dict[str, Result]) -> go.Figure:
+    """Share of rounds that accepted 0, 1, 2, ... drafted tokens."""
+    fig = go.Figure()
+    for name, res in results.items():
+        hist = res.metrics.get("acceptance_histogram") or []
+        if name == "ar" or not hist or not sum(hist):
+            continue
+        total = sum(hist)
+        fig.add_bar(x=list(range(len(hist))), y=[h / total for h in hist], name=name, marker_color=_color(name))
+    fig.update_layout(barmode="group")
+    return _layout(fig, "Accepted drafted tokens per round", "accepted in the round", "share of rounds")
+
+
+def position_acceptance_figure(results: dict[str, Result]) -> go.Figure:
+    """Acceptance at draft position i, among rounds that proposed at least i tokens."""
+    fig = go.Figure()
+    for name, res in results.items():
+        per = res.metrics.get("per_position_acceptance") or []
+        if name == "ar" or not per:
+            continue
+        fig.add_scatter(x=list(range(1, len(per) + 1)), y=per, name=name, mode="lines+markers",
+                        line=dict(width=3, color=_color(name)), marker=dict(size=9))
+    fig.update_yaxes(range=[0, 1.05])
+    return _layout(fig, "Acceptance by draft position", "position in the draft", "acceptance rate")
+
+
+def time_split_figure(results: dict[str, Result]) -> go.Figure:
+    """Mean milliseconds per round spent drafting, converting, verifying and elsewhere."""
+    fig = go.Figure()
+    names = list(results)
+    for key, color in SPLIT_COLORS.items():
+        fig.add_bar(x=names, y=[1000 * _mean_per_round(results[n], key) for n in names], name=key, marker_color=color)
+    fig.update_layout(barmode="stack")
+    return _layout(fig, "Time per round", "algorithm", "ms per round")
+
+
+def rounds_figure(rounds: list[Round], title: str = "Rounds") -> go.Figure:
+    """One run: time split of every round (stacked bars) and tokens emitted per round (line, right axis)."""
+    fig = go.Figure()
+    xs = [r.index for r in rounds]
+    for key, color in SPLIT_COLORS.items():
+        fig.add_bar(x=xs, y=[1000 * getattr(r, "t_" + key) for r in rounds], name=key, marker_color=color)
+    fig.add_scatter(x=xs, y=[len(r.emitted) for r in rounds], name="tokens emitted", yaxis="y2", mode="lines+markers",
+                    line=dict(color="#111827", width=2))
+    fig.update_layout(barmode="stack", yaxis2=dict(title="tokens", overlaying="y", side="right", rangemode="tozero"))
+    return _layout(fig, title, "round", "ms")
+
+
+# ----------------------------------------------------------------------------- tables and badge
+
+SUMMARY_COLUMNS = ["algorithm", "tokens", "tokens/s", "speedup", "expected speedup", "TTFT (ms)", "TPOT (ms)", "τ",
+                   "acceptance rate", "target forwards", "drafter forwards", "lossless (T=0)"]
+
+
+def summary_table(results: dict[str, Result]) -> pd.DataFrame:
+    """One row per run, with names production engines use (τ = mean accepted length per target forward)."""
+    ar = results.get("ar")
+    ar_tps = ar.metrics.get("tokens_per_s") if ar else None
+    same = lossless(results)
+    rows = []
+    for name, res in results.items():
+        m = res.metrics
+        ms = lambda x: None if x is None else round(1000 * x, 2)  # noqa: E731
+        rnd = lambda x, d=3: None if x is None else round(x, d)  # noqa: E731
+        rows.append({
+            "algorithm": name, "tokens": m["new_tokens"], "tokens/s": rnd(m["tokens_per_s"], 1),
+            "speedup": rnd(m["tokens_per_s"] / ar_tps, 2) if ar_tps and m["tokens_per_s"] else None,
+            "expected speedup": rnd(expected_speedup(res, ar), 2) if ar and name != "ar" else None,
+            "TTFT (ms)": ms(m["ttft_s"]), "TPOT (ms)": ms(m["tpot_s"]), "τ": rnd(m["mean_accepted_length"], 2),
+            "acceptance rate": rnd(m["acceptance_rate"]), "target forwards": m["target_forwards"],
+            "drafter forwards": m["drafter_forwards"],
+            "lossless (T=0)": {True: "yes", False: "NO"}.get(same.get(name), "—"),
+        })
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def lossless(results: dict[str, Result]) -> dict[str, bool]:
+    """At temperature 0: whether each run's token ids equal AR's. Empty when not applicable."""
+    ar = results.get("ar")
+    if ar is None or ar.settings.get("temperature", 0) != 0:
+        return {}
+    return {n: r.token_ids == ar.token_ids for n, r in results.items() if n != "ar"}
+
+
+def lossless_badge(results: dict[str, Result]) -> str:
+    """HTML badges: ✓ when an algorithm's tokens equal AR's at temperature 0, ✗ with the first difference."""
+    ar = results.get("ar")
+    if ar is None:
+        return '<div class="hsd-badge">Lossless check needs an AR run.</div>'
+    if ar.settings.get("temperature", 0) != 0:
+        return ('<div class="hsd-badge" style="font-size:1.05em">Sampling (temperature &gt; 0): outputs are random, '
+                'so equality with AR is not expected. Losslessness here means the same <i>distribution</i>; the '
+                'test suite checks it statistically.</div>')
+    badges = []
+    for name, same in lossless(results).items():
+        if same:
+            color, text = "#16a34a", f"✓ {name}: identical to AR ({len(ar.token_ids)} tokens)"
+        else:
+            other = results[name].token_ids
+            at = next((i for i, (x, y) in enumerate(zip(other, ar.token_ids)) if x != y), min(len(other), len(ar.token_ids)))
+            color, text = "#dc2626", f"✗ {name}: differs from AR at token {at}"
+        badges.append(f'<span class="hsd-badge hsd-lossless-{str(same).lower()}" style="display:inline-block;'
+                      f'background:{color};color:white;border-radius:999px;padding:4px 14px;margin:3px;'
+                      f'font-weight:600">{_esc(text)}</span>')
+    dtype = ar.settings.get("dtype", "")
+    note = "" if dtype in ("", "float32") else (f" In {dtype}, verifying several positions in one forward can round "
+                                                "differently from one-at-a-time decoding and flip a near-tie.")
+    return (f'<div class="hsd-badges"><b>Lossless at temperature 0</b> (token ids equal to AR):<br>{"".join(badges)}'
+            f'<div style="font-size:0.85em;opacity:0.8">{_esc(note)}</div></div>')
