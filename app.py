@@ -339,18 +339,27 @@ def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_n
         results = {}
         with _device_lock(str(dev)):
             yield (f"⏳ Warming up {', '.join(names)}…",) + empty
+            failed = {}
             for name in names:
-                hsd.generate(pair, algorithm=name, **{**kw, "max_new_tokens": min(8, kw["max_new_tokens"])})
+                try:
+                    hsd.generate(pair, algorithm=name, **{**kw, "max_new_tokens": min(8, kw["max_new_tokens"])})
+                except hsd.ResourceLimitError as exc:  # e.g. SLRS's path limit: report it, compare the rest
+                    failed[name] = str(exc)
+            names = [n for n in names if n not in failed]
             for i, name in enumerate(names):
                 yield (f"▶️ Running {name} ({i + 1}/{len(names)})…",) + empty
-                results[name] = hsd.generate(pair, algorithm=name, **kw)
+                try:
+                    results[name] = hsd.generate(pair, algorithm=name, **kw)
+                except hsd.ResourceLimitError as exc:
+                    failed[name] = str(exc)
         device_name = f"{_device_name(dev)}, {results['ar'].settings['dtype']}"
         table = viz.summary_table(results)
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-compare.csv"
         table.to_csv(csv, index=False)
-        skipped = [a for a in ALGOS if a not in names]
-        status = (f"✅ Compared {', '.join(names)} on {device_name}, temperature {kw['temperature']}, seed "
-                  f"{kw['seed']}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else ""))
+        skipped = [a for a in ALGOS if a not in names and a not in failed]
+        status = (f"✅ Compared {', '.join(results)} on {device_name}, temperature {kw['temperature']}, seed "
+                  f"{kw['seed']}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
+                  + "".join(f"\n\n⚠️ {name} stopped: {msg}" for name, msg in failed.items()))
         yield (status, viz.lossless_badge(results), viz.speedup_figure(results, device_name),
                viz.tokens_time_figure(results), viz.acceptance_histogram_figure(results),
                viz.position_acceptance_figure(results), viz.time_split_figure(results), table, str(csv))

@@ -54,9 +54,9 @@ def char_spans(data: bytes) -> list[tuple[int, int, str]]:
 def _is_whole_text(data: bytes) -> bool:
     try:
         data.decode("utf-8")
-        return True
     except UnicodeDecodeError:
         return False
+    return True
 
 
 def visible(text: str) -> str:
@@ -135,7 +135,8 @@ def output_html(rounds: list[Round], *, show_rejected: bool = True, special_text
     body = "".join(parts)
     box = (f'<div class="hsd-output" style="white-space:pre-wrap;font-family:{MONO};font-size:1.05em;'
            f'line-height:1.7;overflow-wrap:anywhere">{body}</div>')
-    return (legend_html() if legend else "") + box
+    labels = ("accepted", "corrected", "bonus", "target") + (("rejected",) if show_rejected else ())
+    return (legend_html(labels) if legend else "") + box
 
 
 # ----------------------------------------------------------------------------- token-boundary view
@@ -189,9 +190,18 @@ def _columns(draft: bytes, spans_a, spans_b):
 
 
 def _piece_text(draft: bytes, start: int, end: int) -> tuple[str, bool]:
-    piece = draft[start:end]
-    whole = _is_whole_text(piece)
-    return (visible(piece.decode("utf-8")) if whole else piece.hex(" ")), whole
+    """Visible text of ``draft[start:end]``, bytes of a split character as ⟨hex⟩; and whether it is whole."""
+    out, broken, whole = [], [], True
+    for a, b, ch in char_spans(draft[start:end]) + [(0, 0, "")]:
+        if ch == "\ufffd" and not _is_whole_text(draft[start + a:start + b]):
+            broken.append(draft[start + a:start + b].hex())
+            whole = False
+            continue
+        if broken:
+            out.append("⟨" + " ".join(broken) + "⟩")
+            broken = []
+        out.append(visible(ch))
+    return "".join(out), whole
 
 
 def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int, str] | None = None,
@@ -232,8 +242,7 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
 
     def label(span, specials):
         if span.end > span.start:
-            text, whole = _piece_text(draft, span.start, span.end)
-            return text if whole else f"⟨{text}⟩"
+            return _piece_text(draft, span.start, span.end)[0]
         return f"⟨{specials.get(span.id, 'special')}⟩"
 
     drafted_row = token_row(rnd.drafted, d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"),
@@ -280,6 +289,8 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
     emitted = "".join(_token_span(visible(e.text.decode("utf-8", errors="replace")) or f"⟨{st.get(e.token, e.token)}⟩",
                                   e.label, LEGEND_TEXT[e.label]) for e in rnd.emitted)
     events = ", ".join(_esc(e) for e in rnd.events) or "none"
+    costs = "".join(f" {k.replace('_', ' ')}: {v:.4g}." for k, v in rnd.extra.items()
+                    if k.startswith("psi") and isinstance(v, (int, float)))
     times = " · ".join(f"{k} {1000 * getattr(rnd, 't_' + k):.1f} ms" for k in ("draft", "convert", "verify", "other"))
     lag = f" The first {rnd.lag} byte(s) were already emitted (an unfinished character)." if rnd.lag else ""
     return f"""<div class="hsd-round" style="font-size:18px">
@@ -294,7 +305,7 @@ the target was proposed {len(rnd.proposed)} token(s) and accepted {rnd.n_accepte
 <div style="margin-top:0.5em">Emitted this round: <span style="font-family:{MONO}">{emitted}</span></div>
 <div style="font-size:0.8em;opacity:0.8;margin-top:0.3em">Red dashed line: a boundary only one tokenizer has.
 Pieces in ⟨hex⟩ are parts of a UTF-8 character. Re-tokenization events: {events}.
-Drafter tokens dropped from its cache: {rnd.drafter_dropped}. Time: {times}.</div>
+Drafter tokens dropped from its cache: {rnd.drafter_dropped}.{costs} Time: {times}.</div>
 </div>"""
 
 
@@ -441,7 +452,10 @@ def summary_table(results: dict[str, Result]) -> pd.DataFrame:
             "drafter forwards": m["drafter_forwards"],
             "lossless (T=0)": {True: "yes", False: "NO"}.get(same.get(name), "—"),
         })
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+        if "psi_forwards" in m:  # SLRS: the cost of computing psi (spec §4)
+            rows[-1].update({"ψ drafter forwards": m["psi_forwards"], "ψ paths": m.get("psi_paths")})
+    extra = [c for c in ("ψ drafter forwards", "ψ paths") if any(c in r for r in rows)]
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + extra)
 
 
 def lossless(results: dict[str, Result]) -> dict[str, bool]:

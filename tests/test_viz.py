@@ -1,0 +1,122 @@
+"""hsd.viz: trace -> HTML / plotly / pandas, on hand-built rounds (no models), byte-exact."""
+
+import plotly.graph_objects as go
+import pytest
+
+from hsd import viz
+from hsd.trace import Emitted, Position, Result, Round, Span
+
+
+def _round(index=0):
+    """Drafter 'de|f f|ib' vs target 'def| fib': one shared boundary inside, two that disagree."""
+    draft = b"def fib"
+    r = Round(index, draft=draft)
+    r.drafted = [Span(10, 0, 2, 0.9), Span(11, 2, 5, 0.8), Span(12, 5, 7, 0.7)]
+    r.proposed = [Span(100, 0, 3), Span(101, 3, 7)]
+    r.positions = [Position(100, 0.9, None, 0.9, "accepted"), Position(101, 0.2, None, 0.2, "rejected")]
+    r.emitted = [Emitted(100, "accepted", b"def"), Emitted(102, "corrected", b" f")]
+    r.rejected = b" fib"
+    r.events = ["target:merge-across-boundary"]
+    return r
+
+
+def _result(name, ids, temperature=0.0, tps=100.0, acceptance=0.5):
+    rounds = [Round(i, emitted=[Emitted(t, "target" if name == "ar" else "accepted", b"x")], t_end=0.01 * (i + 1),
+                    t_draft=0.001, t_verify=0.005) for i, t in enumerate(ids)]
+    metrics = {"new_tokens": len(ids), "rounds": len(rounds), "tokens_per_s": tps, "ttft_s": 0.01, "tpot_s": 1 / tps,
+               "mean_accepted_length": 1.0, "acceptance_rate": None if name == "ar" else acceptance,
+               "proposed": 0 if name == "ar" else 4 * len(rounds), "accepted": 0, "per_position_acceptance": [0.8, 0.5],
+               "acceptance_histogram": [1, 2, 3], "target_forwards": len(ids) + 1, "drafter_forwards": 0,
+               "time_split_s": {"draft": 0.001 * len(ids), "convert": 0.0, "verify": 0.005 * len(ids), "other": 0.0}}
+    return Result(name, [1], ids, "x" * len(ids), rounds, metrics, {"temperature": temperature, "dtype": "float32"}, "eos")
+
+
+def test_char_spans_split_utf8_and_mark_invalid_bytes():
+    data = "é中".encode() + b"\xff"
+    assert viz.char_spans(data) == [(0, 2, "é"), (2, 5, "中"), (5, 6, "\ufffd")]
+
+
+def test_output_html_colours_each_origin_and_strikes_rejected_draft():
+    html = viz.output_html([_round()])
+    assert 'class="hsd-tok hsd-accepted"' in html and "#22c55e" in html
+    assert 'class="hsd-tok hsd-corrected"' in html and "#f97316" in html
+    assert "hsd-rejected" in html and "line-through" in html and " fib" in html
+    assert "hsd-legend" in html
+    hidden = viz.output_html([_round()], show_rejected=False, legend=False)
+    assert 'class="hsd-tok hsd-rejected"' not in hidden and "hsd-legend" not in hidden
+
+
+def test_output_html_gives_a_split_character_to_the_token_holding_its_first_byte():
+    e = "é".encode()
+    r = Round(0, emitted=[Emitted(1, "bonus", e[:1]), Emitted(2, "target", e[1:] + b"!")])
+    html = viz.output_html([r], legend=False)
+    assert 'hsd-bonus" style="background:#3b82f633;border-bottom:3px solid #3b82f6;border-radius:3px" title' in html
+    assert ">é</span>" in html and ">!</span>" in html and "\ufffd" not in html
+
+
+def test_output_html_escapes_text_and_names_special_tokens():
+    r = Round(0, emitted=[Emitted(5, "target", b"<b>&"), Emitted(0, "bonus", b"")])
+    html = viz.output_html([r], special_text={0: "<|endoftext|>"})
+    assert "&lt;b&gt;&amp;" in html and "<b>&" not in html and "⟨&lt;|endoftext|&gt;⟩" in html
+
+
+def test_round_html_shows_both_tokenizations_and_marks_disagreeing_boundaries():
+    html = viz.round_html(_round(), algorithm="slem")
+    assert html.count('class="hsd-drafter-tok"') == 3 and html.count('class="hsd-target-tok"') == 2
+    # pieces: de | f | ␣f | ib: cuts at 2 (drafter only), 3 (target only), 5 (drafter only)
+    assert html.count("hsd-boundary-disagree") == 3
+    assert "q (proposal)" not in html and "P(accept) = p" in html  # SLEM has no proposal probability
+    assert "hsd-accepted" in html and "hsd-rejected" in html and "merge-across-boundary" in html
+
+
+@pytest.mark.parametrize("algorithm,symbol", [("tli", "q′"), ("sd", "q"), ("slrs", "ψ")])
+def test_round_html_names_the_proposal_probability(algorithm, symbol):
+    r = _round()
+    r.positions = [Position(100, 0.9, 0.5, 1.0, "accepted"), Position(101, 0.2, 0.4, 0.5, "rejected")]
+    assert f"{symbol} (proposal)" in viz.round_html(r, algorithm=algorithm)
+
+
+def test_round_html_shows_half_characters_as_hex_and_zero_width_specials():
+    e = "中".encode()
+    r = Round(0, draft=e + b"a")
+    r.drafted = [Span(1, 0, 1), Span(2, 1, 4), Span(3, 4, 4)]  # the drafter splits the character; EOS has no bytes
+    r.proposed = [Span(7, 0, 3), Span(8, 3, 4), Span(0, 4, 4)]
+    r.positions = [Position(7, 1.0, None, 1.0, "accepted")] * 3
+    html = viz.round_html(r, special_drafter={3: "</s>"}, special_target={0: "<|endoftext|>"})
+    assert "⟨e4⟩" in html and "⟨b8 ad⟩a" in html and "中" in html
+    assert "⟨&lt;/s&gt;⟩" in html and "⟨&lt;|endoftext|&gt;⟩" in html
+
+
+def test_round_html_for_an_ar_step_says_there_is_no_draft():
+    r = Round(3, emitted=[Emitted(5, "target", b"x")])
+    assert "no draft" in viz.round_html(r, algorithm="ar")
+
+
+def test_expected_speedup_follows_the_standard_formula():
+    ar = _result("ar", [1, 2, 3, 4])
+    sd = _result("slem", [1, 2, 3, 4], acceptance=0.5)
+    # k = 4 proposed per round, a = 0.5: E = (1 - 0.5^5) / 0.5 = 1.9375; cost = (1 + 5 ms) / 10 ms per AR step
+    assert viz.expected_speedup(sd, ar) == pytest.approx(1.9375 / 0.6)
+
+
+def test_compare_figures_have_one_trace_per_run():
+    results = {"ar": _result("ar", [1, 2]), "slem": _result("slem", [1, 2], tps=150), "tli": _result("tli", [1, 3])}
+    speed = viz.speedup_figure(results, "CPU")
+    assert isinstance(speed, go.Figure) and [t.type for t in speed.data] == ["bar", "scatter"]
+    assert list(speed.data[0].y) == pytest.approx([1.5, 1.0])
+    assert [t.name for t in viz.tokens_time_figure(results).data] == ["ar", "slem", "tli"]
+    assert [t.name for t in viz.acceptance_histogram_figure(results).data] == ["slem", "tli"]
+    assert [t.name for t in viz.position_acceptance_figure(results).data] == ["slem", "tli"]
+    assert [t.name for t in viz.time_split_figure(results).data] == ["draft", "convert", "verify", "other"]
+    assert len(viz.rounds_figure(results["slem"].rounds).data) == 5
+
+
+def test_summary_table_and_lossless_badge():
+    results = {"ar": _result("ar", [1, 2]), "slem": _result("slem", [1, 2]), "tli": _result("tli", [1, 3])}
+    table = viz.summary_table(results)
+    assert list(table.columns) == viz.SUMMARY_COLUMNS
+    assert list(table["lossless (T=0)"]) == ["—", "yes", "NO"]
+    badge = viz.lossless_badge(results)
+    assert "✓ slem: identical to AR" in badge and "✗ tli: differs from AR at token 1" in badge
+    sampled = {k: _result(k, [1], temperature=1.0) for k in ("ar", "slem")}
+    assert "distribution" in viz.lossless_badge(sampled) and viz.lossless(sampled) == {}
