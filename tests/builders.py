@@ -101,3 +101,59 @@ class BigramLM(torch.nn.Module):
 
 
 assert "cache" in inspect.signature(BigramLM.forward).parameters
+
+
+def _sparse_rows(n_rows: int, columns: list[int], width: int, gen: torch.Generator, per_row: int = 4) -> torch.Tensor:
+    """Each row puts almost all mass on ``per_row`` random columns (a peaked, known distribution)."""
+    table = torch.full((n_rows, width), -30.0)
+    cols = torch.tensor(columns)
+    for r in range(n_rows):
+        pick = cols[torch.randperm(len(cols), generator=gen)[:per_row]]
+        table[r, pick] = torch.tensor([3.0, 2.2, 1.6, 1.0][:per_row]) + torch.rand(per_row, generator=gen)
+    return table
+
+
+def correlated_bigrams(target_tok, drafter_tok, seed: int = 0, pad: int = 0):
+    """A peaked target bigram table and a drafter table that roughly agrees with it where the two
+    vocabularies share bytes (so drafts are often, not always, accepted).
+
+    Returns ``(target_model, drafter_model)``; ``pad`` extra drafter logits (a padded vocabulary)
+    get a *high* value so a missing cut to the real vocabulary would show.
+    """
+    import hsd
+
+    gen = torch.Generator().manual_seed(seed)
+    tv, dv = hsd.Vocab.from_tokenizer(target_tok), hsd.Vocab.from_tokenizer(drafter_tok)
+    pv = hsd.PairVocab.build(tv, dv)
+    d2t = pv.drafter_to_target.tolist()
+    t2d = {t: d for d, t in enumerate(d2t) if t >= 0 and dv.tokens[d]}
+    ordinary = [i for i, b in enumerate(tv.tokens) if b]
+    target = _sparse_rows(len(tv), ordinary, len(tv), gen)
+    for e in tv.eos_ids:  # EOS is reachable but rare
+        target[:, e] = 0.0
+    drafter = torch.full((len(dv), len(dv) + pad), -30.0)
+    drafter[:, len(dv):] = 50.0
+    d_ordinary = [i for i, b in enumerate(dv.tokens) if b]
+    for d in range(len(dv)):
+        t = d2t[d]
+        if t >= 0 and dv.tokens[d]:
+            row = target[t]
+            for col in row.topk(4).indices.tolist():
+                if col in t2d:
+                    drafter[d, t2d[col]] = row[col] * 0.7 + float(torch.rand(1, generator=gen))
+        if drafter[d, :len(dv)].max() < 0:
+            drafter[d] = torch.cat([_sparse_rows(1, d_ordinary, len(dv), gen)[0], drafter[d, len(dv):]])
+    return BigramLM(target, tv.eos_ids[0]), BigramLM(drafter, dv.eos_ids[0])
+
+
+@lru_cache(maxsize=1)
+def byte_tokenizer() -> PreTrainedTokenizerFast:
+    """A byte-level drafter tokenizer: specials ``<unk> <s> </s>`` then the 256 ``<0xNN>`` tokens, nothing
+    else (like the embedded ``drafter-bytes``). Every text is one token per UTF-8 byte."""
+    specials = ["<unk>", "<s>", "</s>"]
+    vocab = {tok: i for i, tok in enumerate(specials)}
+    vocab.update({f"<0x{b:02X}>": 3 + b for b in range(256)})
+    tk = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>", byte_fallback=True))
+    tk.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
+    tk.add_special_tokens(specials)
+    return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<s>", eos_token="</s>")

@@ -57,7 +57,7 @@ def shared_padded() -> hsd.Pair:
         state = copy.deepcopy(target.state_dict())
         for name, tensor in drafter.state_dict().items():
             src = state[name]
-            tensor[: src.shape[0]].copy_(src + 0.02 * torch.randn_like(src))
+            tensor[: src.shape[0]].copy_(src * (1 + 0.05 * torch.randn_like(src)))
             if tensor.shape[0] > src.shape[0]:
                 tensor[src.shape[0]:].copy_(src[:64] * 3)  # padding rows that would win if not cut
     return hsd.Pair.from_models(target, tok, drafter, tok)
