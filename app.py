@@ -467,7 +467,7 @@ def build() -> gr.Blocks:
                             round_idx = gr.Slider(0, 1, value=0, step=1, label="round")
                             next_btn = gr.Button("next round ▶", size="sm")
                         round_view = gr.HTML(elem_id="hsd-round")
-                    with gr.Tab("Compare"):
+                    with gr.Tab("Compare"), gr.Column(elem_id="hsd-compare"):
                         badge = gr.HTML(elem_id="hsd-badge")
                         with gr.Row():
                             speedup = gr.Plot(label="speedup", elem_id="hsd-speedup")

@@ -92,7 +92,8 @@ def _token_span(text: str, label: str, title: str) -> str:
         style = f"background:{color}33;border-bottom:3px solid {color};border-radius:3px"
     else:
         style = ""
-    return f'<span class="hsd-tok hsd-{label}" style="{style}" title="{_esc(title)}">{_esc(text)}</span>'
+    body = _esc(text).replace("\n", '<span style="opacity:0.4">↵</span>\n')  # a newline token stays visible
+    return f'<span class="hsd-tok hsd-{label}" style="{style}" title="{_esc(title)}">{body}</span>'
 
 
 def output_html(rounds: list[Round], *, show_rejected: bool = True, special_text: dict[int, str] | None = None,
@@ -223,21 +224,21 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
     t_cuts.add(rnd.lag)
     symbol = PROPOSAL_SYMBOL.get(algorithm, "q")
     sd, st = special_drafter or {}, special_target or {}
-    cell = "padding:4px 6px;text-align:center;vertical-align:top;white-space:nowrap"
+    cell = "padding:4px 8px;text-align:center;vertical-align:top;white-space:nowrap;border:none"
     head = f'{cell};text-align:right;font-weight:600;opacity:0.8;font-family:sans-serif;font-size:0.75em'
 
     def token_row(spans, placement, cls, shade, label_of, extra_of):
         cells, col = [], 0
         for i, (span, (a, b)) in enumerate(sorted(zip(spans, placement), key=lambda x: x[1])):
             if a > col:
-                cells.append(f'<td colspan="{a - col}"></td>')
+                cells.append(f'<td colspan="{a - col}" style="border:none"></td>')
             bg = shade[i % 2]
-            cells.append(f'<td class="{cls}" colspan="{b - a}" style="{cell};background:{bg};border:1px solid #64748b;'
-                         f'border-radius:6px;font-family:{MONO}"><div style="font-size:1.1em;font-weight:600">'
+            cells.append(f'<td class="{cls}" colspan="{b - a}" style="{cell};background:{bg};color:#0f172a;'
+                         f'border:1px solid #64748b;border-radius:6px;font-family:{MONO}"><div style="font-size:1.1em;font-weight:600">'
                          f'{_esc(label_of(span))}</div><div style="font-size:0.7em;opacity:0.75">{extra_of(span)}</div></td>')
             col = b
         if col < len(cols):
-            cells.append(f'<td colspan="{len(cols) - col}"></td>')
+            cells.append(f'<td colspan="{len(cols) - col}" style="border:none"></td>')
         return "".join(cells)
 
     def label(span, specials):
@@ -247,7 +248,7 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
 
     drafted_row = token_row(rnd.drafted, d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"),
                             lambda s: label(s, sd),
-                            lambda s: f"id {s.id}" + (f" · q {_fmt(s.prob, 2)}" if s.prob is not None else ""))
+                            lambda s: f"id {s.id}" + (f"<br>{'q′' if algorithm == 'tli' else 'q'} {_fmt(s.prob, 2)}" if s.prob is not None else ""))
     outcome = {id(s): (rnd.positions[i] if i < len(rnd.positions) else None) for i, s in enumerate(rnd.proposed)}
     target_row = token_row(rnd.proposed, t_place, "hsd-target-tok", ("#fef3c7", "#fde68a"),
                            lambda s: label(s, st), lambda s: f"id {s.id}")
@@ -275,9 +276,9 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
         for span, (a, b) in by_col:
             pos = outcome[id(span)]
             if a > col:
-                cells.append(f'<td colspan="{a - col}"></td>')
+                cells.append(f'<td colspan="{a - col}" style="border:none"></td>')
             if pos is None:
-                cells.append(f'<td colspan="{b - a}"></td>')
+                cells.append(f'<td colspan="{b - a}" style="border:none"></td>')
             elif fn is None:
                 c = OUTCOME_COLORS.get(pos.outcome, "#9ca3af")
                 cells.append(f'<td class="hsd-outcome hsd-{pos.outcome}" colspan="{b - a}" style="{cell};'
@@ -293,16 +294,16 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
                     if k.startswith("psi") and isinstance(v, (int, float)))
     times = " · ".join(f"{k} {1000 * getattr(rnd, 't_' + k):.1f} ms" for k in ("draft", "convert", "verify", "other"))
     lag = f" The first {rnd.lag} byte(s) were already emitted (an unfinished character)." if rnd.lag else ""
-    return f"""<div class="hsd-round" style="font-size:18px">
+    return f"""<div class="hsd-round" style="font-size:20px;line-height:1.4">
 <div style="margin-bottom:0.4em"><b>Round {rnd.index}</b>: the drafter drafted {len(rnd.drafted)} token(s);
 the target was proposed {len(rnd.proposed)} token(s) and accepted {rnd.n_accepted}.{lag}</div>
-<div style="overflow-x:auto"><table class="hsd-boundaries" style="border-collapse:separate;border-spacing:3px">
+<div style="overflow-x:auto"><table class="hsd-boundaries" style="border-collapse:separate;border-spacing:4px;border:none;margin:0">
 <tr><th style="{head}">drafter tokens</th>{drafted_row}</tr>
 <tr><th style="{head}">draft string</th>{"".join(draft_cells)}</tr>
 <tr><th style="{head}">target tokens</th>{target_row}</tr>
 {"".join(stat_rows)}
 </table></div>
-<div style="margin-top:0.5em">Emitted this round: <span style="font-family:{MONO}">{emitted}</span></div>
+<div style="margin-top:0.5em">Emitted this round: <span style="font-family:{MONO};font-size:1.2em">{emitted}</span></div>
 <div style="font-size:0.8em;opacity:0.8;margin-top:0.3em">Red dashed line: a boundary only one tokenizer has.
 Pieces in ⟨hex⟩ are parts of a UTF-8 character. Re-tokenization events: {events}.
 Drafter tokens dropped from its cache: {rnd.drafter_dropped}.{costs} Time: {times}.</div>
@@ -349,7 +350,7 @@ def expected_speedup(result: Result, ar: Result) -> float | None:
 
 
 def speedup_figure(results: dict[str, Result], device: str = "") -> go.Figure:
-    """Measured speedup over AR (bars) with the theoretical expected speedup beside each bar (◆)."""
+    """Measured speedup over AR (filled bars), the theoretical expected speedup beside each (hatched bars)."""
     ar = results.get("ar")
     names = [n for n in results if n != "ar"]
     fig = go.Figure()
@@ -357,12 +358,15 @@ def speedup_figure(results: dict[str, Result], device: str = "") -> go.Figure:
         return _layout(fig, "Speedup over AR (needs an AR run)", "algorithm", "× AR tokens/s")
     measured = [(results[n].metrics["tokens_per_s"] or 0) / ar.metrics["tokens_per_s"] for n in names]
     theory = [expected_speedup(results[n], ar) for n in names]
-    fig.add_bar(x=names, y=measured, name="measured", marker_color=[_color(n) for n in names],
-                text=[f"{v:.2f}×" for v in measured], textposition="outside", offsetgroup=0)
-    fig.add_scatter(x=names, y=theory, name="expected (from measured acceptance and costs)", mode="markers",
-                    marker=dict(symbol="diamond", size=16, color="#111827", line=dict(color="white", width=2)))
+    colors = [_color(n) for n in names]
+    fig.add_bar(x=names, y=measured, name="measured", marker_color=colors,
+                text=[f"{v:.2f}×" for v in measured], textposition="outside")
+    fig.add_bar(x=names, y=theory, name="expected from measured acceptance and costs",
+                marker=dict(color="white", line=dict(color=colors, width=3), pattern=dict(shape="/", fgcolor=colors)),
+                text=[f"{v:.2f}×" if v is not None else "" for v in theory], textposition="outside")
+    fig.update_layout(barmode="group")
     fig.add_hline(y=1.0, line_dash="dash", line_color="#6b7280", annotation_text="AR = 1×")
-    title = "Speedup over AR, measured in this run" + (f" on {device}" if device else "")
+    title = "Speedup over AR, measured in this run" + (f"<br><sup>{_esc(device)}</sup>" if device else "")
     return _layout(fig, title, "algorithm", "× AR tokens/s")
 
 

@@ -44,7 +44,7 @@ def test_compare_runs_every_applicable_algorithm(model_dirs):
     assert status.startswith(f"✅ Compared {', '.join(ran)}") and "not applicable here: sd" in status
     assert all(f"✓ {a}: identical to AR" in badge for a in ran[1:])
     assert all(isinstance(f, go.Figure) for f in (speedup, tokens_time, hist, positions, split))
-    assert [t.type for t in speedup.data] == ["bar", "scatter"] and list(speedup.data[0].x) == ran[1:]
+    assert [t.type for t in speedup.data] == ["bar", "bar"] and list(speedup.data[0].x) == ran[1:]
     assert [t.name for t in tokens_time.data] == ran
     assert isinstance(table, pd.DataFrame) and list(table["algorithm"]) == ran
     assert {"tokens/s", "TTFT (ms)", "TPOT (ms)", "τ", "acceptance rate", "target forwards"} <= set(table.columns)

@@ -102,7 +102,7 @@ def test_expected_speedup_follows_the_standard_formula():
 def test_compare_figures_have_one_trace_per_run():
     results = {"ar": _result("ar", [1, 2]), "slem": _result("slem", [1, 2], tps=150), "tli": _result("tli", [1, 3])}
     speed = viz.speedup_figure(results, "CPU")
-    assert isinstance(speed, go.Figure) and [t.type for t in speed.data] == ["bar", "scatter"]
+    assert isinstance(speed, go.Figure) and [t.type for t in speed.data] == ["bar", "bar"]
     assert list(speed.data[0].y) == pytest.approx([1.5, 1.0])
     assert [t.name for t in viz.tokens_time_figure(results).data] == ["ar", "slem", "tli"]
     assert [t.name for t in viz.acceptance_histogram_figure(results).data] == ["slem", "tli"]

@@ -1,0 +1,79 @@
+"""Open the app in headless Chromium, run the default example, and save screenshots to docs/img/.
+
+    apt-get install -y chromium && pip install playwright      # never `playwright install`
+    python scripts/screenshot_app.py                             # the embedded pair
+    python scripts/screenshot_app.py --target DIR --drafter DIR  # other models (typed into the form)
+
+Waits for the coloured output, the token-boundary view and the speedup plot; fails if one never
+appears. Screenshots: app-run.png, app-rounds.png, app-compare.png (and app-full.png, the whole page).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", help="type this target into the form after choosing the example")
+    ap.add_argument("--drafter", help="type this drafter into the form after choosing the example")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "img"))
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--timeout", type=float, default=240, help="seconds to wait for each result")
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sys.path.insert(0, str(ROOT))
+    from playwright.sync_api import sync_playwright
+
+    import app
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    demo = app.build()
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True)
+    wait = int(args.timeout * 1000)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=args.chromium, args=FLAGS)
+            page = browser.new_page(viewport={"width": 1500, "height": 1000}, device_scale_factor=1)
+            page.goto(url)
+            page.get_by_text("def fibonacci(n):").first.click()  # the first (default) example
+            for label, value in (("Target (Hub id or local directory)", args.target),
+                                 ("Drafter (empty: AR only)", args.drafter)):
+                if value:
+                    page.get_by_label(label).fill(value)
+            page.get_by_role("button", name="Run", exact=True).click()
+            page.wait_for_selector("#hsd-status:has-text('✅'), #hsd-status:has-text('⚠️')", timeout=wait)
+            status = page.locator("#hsd-status").inner_text()
+            if "⚠️" in status:
+                raise SystemExit(f"the run failed: {status}")
+            page.wait_for_selector("#hsd-output .hsd-tok", timeout=wait)
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=str(out / "app-run.png"), full_page=False)
+            page.get_by_role("tab", name="Rounds: token boundaries").click()
+            page.wait_for_selector("#hsd-round .hsd-boundaries", timeout=wait)
+            page.locator("#hsd-round").screenshot(path=str(out / "app-rounds.png"))
+            page.get_by_role("button", name="Compare all algorithms").click()
+            page.get_by_role("tab", name="Compare").click()
+            page.wait_for_selector("#hsd-status:has-text('Compared'), #hsd-status:has-text('⚠️')", timeout=wait)
+            page.wait_for_selector("#hsd-speedup .js-plotly-plot", timeout=wait)
+            page.wait_for_timeout(1500)  # let plotly finish drawing
+            page.locator("#hsd-compare").screenshot(path=str(out / "app-compare.png"))
+            page.screenshot(path=str(out / "app-full.png"), full_page=True)
+            browser.close()
+    finally:
+        demo.close()
+    for name in ("app-run.png", "app-rounds.png", "app-compare.png", "app-full.png"):
+        print(out / name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
