@@ -12,6 +12,7 @@ import re
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import gradio as gr
@@ -34,6 +35,7 @@ ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true")
 MAX_PROMPT_CHARS = 20_000
 MAX_NEW_TOKENS = 1024
 STREAM_INTERVAL_S = 0.15
+LOCK_TIMEOUT_S = 600
 HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 PAPER = "https://arxiv.org/abs/2502.05202"
 EMBEDDED = "tiny-code (embedded, offline, CPU)"
@@ -91,10 +93,17 @@ _DEVICE_LOCKS: dict[str, threading.Lock] = {}
 _PAIRS: dict[tuple, hsd.Pair] = {}
 
 
-def _device_lock(device: str) -> threading.Lock:
+@contextmanager
+def _device_lock(device: str):
     """One run per device at a time: two users never share a model object mid-run, and timings stay clean."""
     with _LOAD_LOCK:
-        return _DEVICE_LOCKS.setdefault(device, threading.Lock())
+        lock = _DEVICE_LOCKS.setdefault(device, threading.Lock())
+    if not lock.acquire(timeout=LOCK_TIMEOUT_S):
+        raise hsd.ResourceLimitError(f"The {device} device has been busy for {LOCK_TIMEOUT_S} s: try again shortly.")
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _resolve(name: str) -> str:
@@ -235,8 +244,8 @@ def _view(state: dict | None, index) -> str:
                           special_target=state["special_target"])
 
 
-def _state(pair: hsd.Pair, result: hsd.Result) -> dict:
-    return {"result": result, "special_target": dict(pair.target.vocab.special_text),
+def _state(pair: hsd.Pair, result: hsd.Result, prompt: str | None) -> dict:
+    return {"result": result, "prompt": prompt, "special_target": dict(pair.target.vocab.special_text),
             "special_drafter": dict(pair.drafter.vocab.special_text) if pair.drafter else {}}
 
 
@@ -259,7 +268,7 @@ def _run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p,
 
 @_gpu(_run_duration)
 def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-        mode="raw", device="auto", dtype="auto", show_rejected=True):
+        mode="raw", device="auto", dtype="auto", show_rejected=True, progress=gr.Progress(track_tqdm=True)):
     """Stream one generation round by round: status, coloured output, round slider, round view, plot, state."""
     none = gr.update()
     try:
@@ -280,7 +289,7 @@ def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead
                 if time.perf_counter() - last > STREAM_INTERVAL_S:
                     last = time.perf_counter()
                     n = sum(len(r.emitted) for r in rounds)
-                    html = viz.output_html(rounds, show_rejected=show_rejected,
+                    html = viz.output_html(rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
                                            special_text=pair.target.vocab.special_text)
                     yield f"▶️ {algorithm}: round {len(rounds)}, {n} tokens…", html, none, none, none, None
         m = result.metrics
@@ -288,9 +297,9 @@ def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead
                   f"{m['tokens_per_s'] or 0:.1f} tokens/s, τ = {m['mean_accepted_length']:.2f}"
                   + (f", acceptance {m['acceptance_rate']:.0%}" if m["acceptance_rate"] is not None else "")
                   + f" · stopped by {result.stop_reason} · {_device_name(dev)}, {result.settings['dtype']}")
-        state = _state(pair, result)
+        state = _state(pair, result, kw.get("prompt"))
         first = _interesting_round(result.rounds)
-        yield (status, viz.output_html(result.rounds, show_rejected=show_rejected,
+        yield (status, viz.output_html(result.rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
                                        special_text=pair.target.vocab.special_text),
                gr.update(maximum=max(0, len(result.rounds) - 1), value=first), _view(state, first),
                viz.rounds_figure(result.rounds, f"{algorithm}: time and tokens per round"), state)
@@ -316,7 +325,8 @@ def rerender(state, show_rejected):
     """The coloured output again, with or without the rejected drafts."""
     if not state:
         return gr.update()
-    return viz.output_html(state["result"].rounds, show_rejected=show_rejected, special_text=state["special_target"])
+    return viz.output_html(state["result"].rounds, show_rejected=show_rejected, prompt=state["prompt"],
+                           special_text=state["special_target"])
 
 
 def _compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, *a, **k):
@@ -325,7 +335,7 @@ def _compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookah
 
 @_gpu(_compare_duration)
 def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-            device="auto", dtype="auto"):
+            device="auto", dtype="auto", progress=gr.Progress(track_tqdm=True)):
     """AR and every applicable algorithm, same prompt, settings and seed, after a warm-up; then the figures."""
     empty = (gr.update(),) * 8
     try:

@@ -1,5 +1,7 @@
 """The Gradio app: handlers called directly on two tiny local models, then the launched app via gradio_client."""
 
+import time
+
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
@@ -109,6 +111,15 @@ def test_launched_app_through_gradio_client(model_dirs):
         assert final[2]["type"] == "plotly" and final[7]["headers"][0] == "algorithm"
         bad = client.predict("", "", "slem", "x", 0, 0, 1.0, 4, 4, 0, "raw", "cpu", "auto", True, api_name="/run")
         assert bad[0].startswith("⚠️")
+        long = client.submit(model_dirs["target"], model_dirs["drafter"], "slem", "x", 0, 0, 1.0, 1, 400, 0, "raw",
+                             "cpu", "auto", True, api_name="/run")
+        deadline = time.time() + 60
+        while not any(o[0].startswith("▶️") for o in long.outputs()) and time.time() < deadline:
+            time.sleep(0.1)
+        long.cancel()  # a cancelled run releases the device: the next one completes
+        after = client.predict(model_dirs["target"], model_dirs["drafter"], "tli", "x", 0, 0, 1.0, 4, 4, 0, "raw",
+                               "cpu", "auto", True, api_name="/run")
+        assert after[0].startswith("✅ **tli**")
     finally:
         client.close()
         demo.close()
