@@ -40,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     voc = sub.add_parser("vocab", help="report how the target's and drafter's vocabularies relate")
     _model_args(voc)
     voc.add_argument("--json", type=Path, help="write the report as JSON")
+    from .bench import add_bench_parser
+    add_bench_parser(sub)  # bench, advise: their options and handlers live in hsd/bench.py
     return parser
 
 
@@ -101,7 +103,7 @@ def cmd_vocab(args) -> int:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"generate": cmd_generate, "vocab": cmd_vocab}[args.command](args)
+        return (getattr(args, "func", None) or {"generate": cmd_generate, "vocab": cmd_vocab}[args.command])(args)
     except HsdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,145 @@
+"""``python -m hsd advise``: predict tokens/s and speedup for each algorithm and lookahead before running.
+
+A short calibration runs each algorithm once per prompt at the largest lookahead (12), and AR, then fits
+this model (the standard speculative-decoding cost model with measured, not assumed, inputs):
+
+* **Acceptance.** ``α_i`` = P(draft position i accepted | position i reached), pooled over calibration
+  rounds (positions with fewer than 10 rounds reuse the previous position's value). With ``m`` proposals
+  per round the expected tokens per round are ``τ(m) = 1 + Σ_{j=1..m} Π_{i≤j} α_i`` (the 1 is the bonus or
+  correction token). SLEM proposes target tokens, ``r`` per drafter token on average (measured), so a
+  lookahead of ``k`` drafter tokens gives ``m = round(r·k)`` proposals; for SD and TLI ``r = 1``.
+* **Time per round.** ``T(k) = k·(c_draft + o_draft) + c_verify(m + 1) + o_round``: the measured forward
+  costs (:mod:`hsd.costs`) plus the engine's measured overheads, per drafted token (sampling the drafter,
+  ``t_draft`` minus the drafter forwards) and per round (conversion, verification sampling, bookkeeping).
+* **Prediction.** tokens/s = ``τ / T(k)``; AR's is ``1 / (c_verify(1) + o_ar)``; speedup = their ratio.
+
+The recommendation is the (algorithm, lookahead) with the highest predicted tokens/s, or AR when no
+drafter setting is predicted to beat it.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from .costs import Costs, measure_costs
+from .errors import HsdError
+from .generate import check_algorithm, encode_prompt, generate
+from .loading import Pair
+
+LOOKAHEADS = range(1, 13)
+CALIBRATION_LOOKAHEAD = 12
+MIN_ROUNDS = 10
+
+
+def _alphas(rounds, depth: int) -> list[float]:
+    out: list[float] = []
+    for i in range(depth):
+        reached = [r for r in rounds if r.n_proposed > i]
+        if len(reached) >= MIN_ROUNDS:
+            out.append(sum(r.n_accepted > i for r in reached) / len(reached))
+        else:
+            out.append(out[-1] if out else 0.0)
+    return out
+
+
+def expected_tokens(alphas: list[float], m: int) -> float:
+    """τ(m) = 1 + Σ_j Π_{i≤j} α_i, with α beyond the calibrated depth equal to the last one."""
+    tau, survive = 1.0, 1.0
+    for j in range(m):
+        survive *= alphas[min(j, len(alphas) - 1)] if alphas else 0.0
+        tau += survive
+    return tau
+
+
+def _calibrate(pair: Pair, prompts, algorithm: str, temperature: float, max_new_tokens: int, seed: int,
+               costs: Costs) -> dict:
+    rounds = []
+    for i, prompt in enumerate(prompts):
+        res = generate(pair, prompt, algorithm=algorithm, max_new_tokens=max_new_tokens, temperature=temperature,
+                       lookahead=CALIBRATION_LOOKAHEAD, seed=seed + i)
+        rounds += res.rounds[1:]  # the first round carries the prefill's warm-up effects
+    if algorithm == "ar":
+        o_ar = statistics.mean(r.seconds for r in rounds) - costs.verify_cost(1)
+        return {"rounds": len(rounds), "o_round_ms": max(o_ar, 0.0) * 1e3}
+    drafted = sum(len(r.drafted) for r in rounds)
+    proposed = sum(r.n_proposed for r in rounds)
+    o_draft = (sum(r.t_draft for r in rounds) - sum(r.drafter_forwards for r in rounds) * costs.draft) / max(drafted, 1)
+    o_round = statistics.mean(r.seconds - r.t_draft - costs.verify_cost(r.n_proposed + 1) for r in rounds)
+    emitted = sum(len(r.emitted) for r in rounds)
+    return {"rounds": len(rounds), "alpha": [round(a, 4) for a in _alphas(rounds, 2 * CALIBRATION_LOOKAHEAD)],
+            "target_per_draft": proposed / drafted if drafted else 1.0, "tau_at_12": emitted / len(rounds),
+            "o_draft_ms": max(o_draft, 0.0) * 1e3, "o_round_ms": max(o_round, 0.0) * 1e3}
+
+
+def predict(cal: dict, costs: Costs, k: int) -> tuple[float, float]:
+    """(τ, seconds per round) at lookahead ``k`` from a calibration."""
+    m = max(1, round(cal["target_per_draft"] * k))
+    tau = expected_tokens(cal["alpha"], m)
+    seconds = (k * (costs.draft + cal["o_draft_ms"] / 1e3) + costs.verify_cost(m + 1) + cal["o_round_ms"] / 1e3)
+    return tau, seconds
+
+
+def advise(pair: Pair, prompts: list[str], *, temperature: float = 0.0, algorithms: list[str] | None = None,
+           max_new_tokens: int = 64, seed: int = 0, log=print) -> dict:
+    """Calibrate, predict every (algorithm, lookahead 1..12) and recommend one; returns the advice as data."""
+    from .bench import machine_info
+
+    candidates = algorithms or (["sd"] if pair.drafter is not None and pair.vocab.shared else []) + ["slem", "tli"]
+    usable, skipped = [], {}
+    for a in candidates:
+        try:
+            check_algorithm(pair, a)
+            usable.append(a)
+        except HsdError as exc:
+            skipped[a] = str(exc)
+    ids = [encode_prompt(pair.target, p, None)[0] for p in prompts]
+    context = int(statistics.mean(len(i) for i in ids) + max_new_tokens / 2)
+    costs = measure_costs(pair, context, 2 * CALIBRATION_LOOKAHEAD + 2, 10, ids[0])
+    generate(pair, prompts[0], algorithm="ar", max_new_tokens=16)  # warm-up
+    ar = _calibrate(pair, prompts, "ar", temperature, max_new_tokens, seed, costs)
+    ar_tps = 1.0 / (costs.verify_cost(1) + ar["o_round_ms"] / 1e3)
+    calibration, predictions = {"ar": ar}, []
+    for a in usable:
+        generate(pair, prompts[0], algorithm=a, max_new_tokens=16, temperature=temperature)  # warm-up
+        calibration[a] = cal = _calibrate(pair, prompts, a, temperature, max_new_tokens, seed, costs)
+        for k in LOOKAHEADS:
+            tau, seconds = predict(cal, costs, k)
+            predictions.append({"algorithm": a, "lookahead": k, "tau": tau, "round_ms": seconds * 1e3,
+                                "tokens_per_s": tau / seconds, "speedup": tau / seconds / ar_tps})
+        log(f"  calibrated {a}: acceptance at positions 1-3 {cal['alpha'][:3]}")
+    best = max(predictions, key=lambda p: p["tokens_per_s"], default=None)
+    beats = best is not None and best["speedup"] > 1.0
+    if beats:
+        text = (f"Use {best['algorithm']} with lookahead {best['lookahead']}: predicted {best['tokens_per_s']:.1f} "
+                f"tokens/s, {best['speedup']:.2f}x AR ({ar_tps:.1f} tokens/s).")
+    elif best is not None:
+        text = (f"No drafter setting is predicted to beat AR here: the best, {best['algorithm']} with lookahead "
+                f"{best['lookahead']}, is predicted at {best['speedup']:.2f}x AR. Use algorithm='ar'.")
+    else:
+        text = "No drafting algorithm applies to this pair: use algorithm='ar'."
+    return {"temperature": temperature, "costs": costs.to_dict(), "ar_tokens_per_s": ar_tps,
+            "calibration": calibration, "skipped": skipped, "predictions": predictions,
+            "recommendation": {"algorithm": best["algorithm"] if beats else "ar",
+                               "lookahead": best["lookahead"] if beats else None,
+                               "tokens_per_s": best["tokens_per_s"] if beats else ar_tps,
+                               "speedup": best["speedup"] if beats else 1.0, "beats_ar": beats, "text": text},
+            "machine": machine_info(pair)}
+
+
+def format_advice(advice: dict) -> str:
+    from .bench import machine_line
+
+    lines = [f"machine: {machine_line(advice['machine'])}",
+             f"temperature {advice['temperature']:g}; AR predicted {advice['ar_tokens_per_s']:.1f} tokens/s; "
+             f"drafter step {advice['costs']['draft_ms']:.3f} ms, target forward of 1 / 6 / 13 tokens "
+             + " / ".join(f"{advice['costs'].get(f'verify_{n}_ms', float('nan')):.3f}" for n in (1, 6, 13)) + " ms"]
+    for a, why in advice["skipped"].items():
+        lines.append(f"{a}: not applicable ({why})")
+    algorithms = list(dict.fromkeys(p["algorithm"] for p in advice["predictions"]))
+    lines.append("predicted speedup over AR by lookahead:")
+    lines.append("k     " + "".join(f"{a:>8s}" for a in algorithms))
+    for k in LOOKAHEADS:
+        row = {p["algorithm"]: p["speedup"] for p in advice["predictions"] if p["lookahead"] == k}
+        lines.append(f"{k:<6d}" + "".join(f"{row[a]:8.2f}" for a in algorithms))
+    lines.append(advice["recommendation"]["text"])
+    return "\n".join(lines)

@@ -1,0 +1,360 @@
+"""``python -m hsd bench``: paper-style tables, the distance to the limit, and Transformers as the peer.
+
+Metrics follow the paper's harness (``../shared/docs/research/paper.md`` §2.3): per prompt, TTFT (call to
+first token, prefill of both models included), TPOT = (total − TTFT) / (new tokens − 1) and tokens/s =
+1 / TPOT; per row, the arithmetic mean of new tokens and TTFT and the harmonic mean of TPOT and of
+tokens/s; speedup = tokens/s ÷ tokens/s of hsd's AR at the same temperature in the same run. Each prompt
+runs ``repeats`` times (rows interleaved, so machine load drifts over all rows alike) after ``warmups``
+untimed calls per row; per prompt the median TTFT and TPOT count. τ (tokens per target forward),
+acceptance and per-position acceptance are pooled over all rounds of a row. The limit and efficiency
+columns are defined in :mod:`hsd.costs`; the peer rows (``hf-*``) in :mod:`hsd.peer`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from .costs import Costs, ideal_decode_seconds, measure_costs, round_counts
+from .errors import HsdError, InvalidSettingError
+from .generate import encode_prompt, generate
+from .loading import ASSETS, Pair
+from .peer import PEER_OF, Peer, PeerUnavailable
+
+PROMPT_SETS = ASSETS / "prompts"
+
+
+@dataclass
+class BenchConfig:
+    algorithms: list[str] = field(default_factory=lambda: ["ar", "slem", "tli"])
+    temperatures: list[float] = field(default_factory=lambda: [0.0, 1.0])
+    prompts: str = "code"
+    num_prompts: int = 8
+    max_new_tokens: int = 128
+    lookahead: int = 5
+    warmups: int = 1
+    repeats: int = 3
+    seed: int = 0
+    peer: bool = True
+    min_new_tokens: int = 0  # the paper drops prompts where any row made fewer than 128 tokens
+    cost_repeats: int = 15
+
+
+def machine_info(pair: Pair | None = None) -> dict:
+    """The machine, in every output: CPU model or GPU name, threads, library versions."""
+    import transformers
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    device = pair.target.device if pair is not None else torch.device("cpu")
+    info = {"cpu": cpu, "cpu_cores": os.cpu_count(), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version(), "device": str(device)}
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    if pair is not None:
+        info["dtype"] = str(pair.target.dtype).replace("torch.", "")
+        try:
+            info["load_average"] = os.getloadavg()[0]
+        except OSError:
+            pass
+    return info
+
+
+def machine_line(info: dict) -> str:
+    dev = info.get("gpu") or f"{info['cpu']} ({info['cpu_cores']} cores)"
+    load = f", load average {info['load_average']:.1f}" if "load_average" in info else ""
+    return (f"{dev}, device {info['device']} {info.get('dtype', '')}, {info['threads']} torch threads, "
+            f"torch {info['torch']}, transformers {info['transformers']}, python {info['python']}{load}")
+
+
+def load_prompts(spec: str, n: int | None = None) -> list[str]:
+    """A prompt-set name in ``assets/prompts`` (``code``, ``summarize``, ``long``) or a file: ``.jsonl``
+    with a ``prompt`` field per line, or any other text file as a single prompt."""
+    path = Path(spec)
+    if not path.exists():
+        path = PROMPT_SETS / f"{spec}.jsonl"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in PROMPT_SETS.glob("*.jsonl")))
+        raise InvalidSettingError(f"No prompt set or file {spec!r}; known sets: {known}.")
+    if path.suffix == ".jsonl":
+        prompts = [json.loads(line)["prompt"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        prompts = [path.read_text(encoding="utf-8")]
+    return prompts[:n] if n else prompts
+
+
+def row_labels(algorithms: list[str], temperature: float, peer: bool) -> list[str]:
+    """hsd's rows, then the peer's: its AR, and its SLEM when greedy or its TLI when sampling."""
+    labels = list(algorithms)
+    if peer:
+        wanted = ["ar", "slem" if temperature == 0 else "tli"]
+        labels += [PEER_OF[a] for a in wanted if a in algorithms or a == "ar"]
+    return labels
+
+
+def _run_once(pair: Pair, peer: Peer | None, label: str, prompt: str, prompt_ids: list[int], cfg: BenchConfig,
+              temperature: float, seed: int, max_new_tokens: int | None = None) -> dict:
+    n = max_new_tokens or cfg.max_new_tokens
+    if label.startswith("hf-"):
+        res = peer.generate(label, prompt_ids, max_new_tokens=n, temperature=temperature, seed=seed)
+        return {"metrics": res.metrics, "rounds": res.rounds, "token_ids": res.token_ids}
+    res = generate(pair, prompt, algorithm=label, max_new_tokens=n, temperature=temperature,
+                   lookahead=cfg.lookahead, seed=seed)
+    return {"metrics": res.metrics, "rounds": round_counts(res, label), "token_ids": res.token_ids}
+
+
+def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> dict:
+    """Every (temperature, row, prompt) ``repeats`` times; returns rows, per-prompt medians and costs."""
+    peer = Peer(pair, cfg.lookahead) if cfg.peer and pair.drafter is not None else None
+    prompt_ids = [encode_prompt(pair.target, p, None)[0] for p in prompts]
+    notes: dict[tuple, str] = {}
+    runs: dict[tuple, list[dict]] = {}
+    cost_samples: list[Costs] = []
+    context = int(statistics.mean(len(i) for i in prompt_ids) + cfg.max_new_tokens / 2)
+    plan = [(t, label) for t in cfg.temperatures for label in row_labels(cfg.algorithms, t, peer is not None)]
+    for t, label in plan:  # refusals first, then warm-ups
+        try:
+            if label.startswith("hf-"):
+                peer.check(label)
+            for _ in range(cfg.warmups):
+                _run_once(pair, peer, label, prompts[0], prompt_ids[0], cfg, t, cfg.seed, min(cfg.max_new_tokens, 32))
+        except (HsdError, PeerUnavailable) as exc:
+            notes[(t, label)] = str(exc)
+            log(f"  {label} T={t}: not run: {exc}")
+    for rep in range(cfg.repeats):
+        cost_samples.append(measure_costs(pair, context, 2 * cfg.lookahead + 2, cfg.cost_repeats,
+                                          prompt_ids[0], None))
+        for t, label in plan:
+            if (t, label) in notes:
+                continue
+            for i, (prompt, ids) in enumerate(zip(prompts, prompt_ids)):
+                out = _run_once(pair, peer, label, prompt, ids, cfg, t, cfg.seed + i)
+                runs.setdefault((t, label, i), []).append(out)
+        log(f"  repeat {rep + 1}/{cfg.repeats} done")
+    costs = _median_costs(cost_samples)
+    per_prompt = _per_prompt(runs, costs)
+    rows = _rows(per_prompt, plan, notes, cfg, len(prompts))
+    return {"rows": rows, "per_prompt": per_prompt, "costs": costs.to_dict(), "config": asdict(cfg),
+            "machine": machine_info(pair), "pair": {"target": pair.target.name,
+                                                    "drafter": pair.drafter.name if pair.drafter else None}}
+
+
+def _median_costs(samples: list[Costs]) -> Costs:
+    draft = [c.draft for c in samples if c.draft is not None]
+    verify = {n: statistics.median(c.verify[n] for c in samples) for n in samples[0].verify}
+    return Costs(statistics.median(draft) if draft else None, verify, samples[0].context)
+
+
+def _per_prompt(runs: dict, costs: Costs) -> list[dict]:
+    out = []
+    for (t, label, i), reps in runs.items():
+        m = reps[0]["metrics"]
+        n = m["new_tokens"]
+        ideal = ideal_decode_seconds(reps[0]["rounds"], costs) / (n - 1) if n > 1 else None
+        tpot = statistics.median(r["metrics"]["tpot_s"] or float("nan") for r in reps)
+        out.append({
+            "temperature": t, "row": label, "prompt": i, "new_tokens": n,
+            "ttft_s": statistics.median(r["metrics"]["ttft_s"] for r in reps), "tpot_s": tpot,
+            "tokens_per_s": 1.0 / tpot if tpot and tpot == tpot else None, "ideal_tpot_s": ideal,
+            "rounds": m["rounds"], "proposed": m["proposed"], "accepted": m["accepted"],
+            "round_counts": reps[0]["rounds"], "target_forwards": m["target_forwards"],
+            "drafter_forwards": m["drafter_forwards"], "token_ids": reps[0]["token_ids"],
+            "same_tokens_across_repeats": all(r["token_ids"] == reps[0]["token_ids"] for r in reps),
+        })
+    return out
+
+
+def _hmean(values: list[float]) -> float | None:
+    values = [v for v in values if v]
+    return statistics.harmonic_mean(values) if values else None
+
+
+def _pooled_positions(round_counts: list[tuple[int, int, int]]) -> list[float]:
+    depth = max((m for _, m, _ in round_counts), default=0)
+    out = []
+    for i in range(depth):
+        reached = [(m, e) for _, m, e in round_counts if m > i]
+        out.append(sum(e - 1 > i for _, e in reached) / len(reached))
+    return out
+
+
+def _rows(per_prompt: list[dict], plan, notes, cfg: BenchConfig, n_prompts: int) -> list[dict]:
+    keep = set(range(n_prompts))
+    if cfg.min_new_tokens:  # the paper's filter: drop a prompt if any row made too few tokens on it
+        keep -= {p["prompt"] for p in per_prompt if p["new_tokens"] < cfg.min_new_tokens}
+    rows = []
+    for t, label in plan:
+        pp = [p for p in per_prompt if p["temperature"] == t and p["row"] == label and p["prompt"] in keep]
+        row = {"temperature": t, "algorithm": label, "implementation": "transformers" if label.startswith("hf-") else "hsd",
+               "prompts": len(pp), "note": notes.get((t, label), "")}
+        if pp:
+            rc = [r for p in pp for r in p["round_counts"]]
+            tokens = sum(p["new_tokens"] for p in pp)
+            proposed, accepted = sum(p["proposed"] for p in pp), sum(p["accepted"] for p in pp)
+            tps = _hmean([p["tokens_per_s"] for p in pp])
+            ideal = _hmean([1 / p["ideal_tpot_s"] for p in pp if p["ideal_tpot_s"]])
+            dfw = [p["drafter_forwards"] for p in pp]
+            row.update({
+                "new_tokens": statistics.mean(p["new_tokens"] for p in pp),
+                "ttft_ms": 1e3 * statistics.mean(p["ttft_s"] for p in pp),
+                "tpot_ms": 1e3 * (_hmean([p["tpot_s"] for p in pp]) or float("nan")),
+                "tokens_per_s": tps,
+                "tau": tokens / sum(len(p["round_counts"]) for p in pp),
+                "acceptance_rate": accepted / proposed if proposed else None,
+                "per_position_acceptance": [round(a, 4) for a in _pooled_positions(rc)],
+                "target_forwards_per_token": sum(p["target_forwards"] for p in pp) / tokens,
+                "drafter_forwards_per_token": sum(dfw) / tokens if None not in dfw else None,
+                "ideal_tokens_per_s": ideal,
+                "efficiency": tps / ideal if tps and ideal else None,
+                "deterministic": all(p["same_tokens_across_repeats"] for p in pp),
+            })
+        rows.append(row)
+    _relative(rows, per_prompt, keep)
+    return rows
+
+
+def _relative(rows: list[dict], per_prompt: list[dict], keep: set) -> None:
+    """Speedup against hsd's AR (and the peer's own AR), and greedy token identity with hsd's AR."""
+    def tokens(t, label):
+        return {p["prompt"]: p["token_ids"] for p in per_prompt if p["temperature"] == t and p["row"] == label}
+
+    for row in rows:
+        t = row["temperature"]
+        by = {r["algorithm"]: r for r in rows if r["temperature"] == t}
+        for key, base in (("speedup", "ar"), ("speedup_vs_own_ar", "hf-ar" if row["implementation"] == "transformers" else "ar")):
+            b = by.get(base, {}).get("tokens_per_s")
+            row[key] = row["tokens_per_s"] / b if row.get("tokens_per_s") and b else None
+        if t == 0 and row["algorithm"] != "ar" and "tokens_per_s" in row:
+            ref, mine = tokens(0, "ar"), tokens(0, row["algorithm"])
+            same = sum(ref.get(i) == mine.get(i) for i in keep if i in mine)
+            row["greedy_equals_ar"] = f"{same}/{len([i for i in keep if i in mine])}" if ref else ""
+
+
+# --------------------------------------------------------------------------------------------- scale curve
+
+def scale_prompt(pair: Pair, texts: list[str], n_tokens: int) -> str:
+    """A prompt of about ``n_tokens`` target tokens, cut from the concatenated prompt texts."""
+    tok = pair.target.tokenizer
+    ids: list[int] = []
+    while len(ids) < n_tokens:
+        ids += tok("\n\n".join(texts), add_special_tokens=False)["input_ids"]
+    return tok.decode(ids[:n_tokens])
+
+
+def run_scale(pair: Pair, prompts: list[str], cfg: BenchConfig, new_tokens: list[int], prompt_tokens: list[int],
+              log=print) -> list[dict]:
+    """Per-token time against max new tokens (first prompt) and against prompt length (fixed new tokens)."""
+    limit = pair.target.context_length or 10**9
+    base_len = len(encode_prompt(pair.target, prompts[0], None)[0])
+    points = [("max_new_tokens", n, prompts[0], n) for n in new_tokens if base_len + n <= limit]
+    points += [("prompt_tokens", L, scale_prompt(pair, prompts, L), cfg.max_new_tokens)
+               for L in prompt_tokens if L + cfg.max_new_tokens <= limit]
+    t = cfg.temperatures[0]
+    out = []
+    for label in cfg.algorithms:
+        _run_once(pair, None, label, prompts[0], [], cfg, t, cfg.seed, 16)  # warm-up
+        for axis, x, prompt, n in points:
+            reps = [_run_once(pair, None, label, prompt, [], cfg, t, cfg.seed, n)["metrics"] for _ in range(cfg.repeats)]
+            tpot = statistics.median(r["tpot_s"] or float("nan") for r in reps)
+            out.append({"algorithm": label, "temperature": t, "axis": axis, "x": x,
+                        "new_tokens": reps[0]["new_tokens"], "tpot_ms": tpot * 1e3,
+                        "tokens_per_s": 1 / tpot if tpot == tpot else None,
+                        "ttft_ms": 1e3 * statistics.median(r["ttft_s"] for r in reps)})
+        log(f"  scale {label} done")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- CLI
+
+def _pair_args(p) -> None:
+    p.add_argument("--preset", help="a named pair (tiny-code, the default)")
+    p.add_argument("--target", help="target: Hub id or local directory")
+    p.add_argument("--drafter", help="drafter: Hub id or local directory")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    p.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest for tiny models on a busy CPU)")
+    p.add_argument("--prompts", default="code", help="prompt set in assets/prompts (code, summarize, long) or a file")
+    p.add_argument("--num-prompts", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0, help="prompt i uses seed + i, in hsd and in the peer")
+
+
+def add_bench_parser(sub) -> None:
+    """Register ``bench`` and ``advise`` on the CLI's subparsers."""
+    b = sub.add_parser("bench", help="paper-style benchmark: tokens/s, speedup, tau, limit, Transformers peer")
+    _pair_args(b)
+    b.add_argument("--algorithms", nargs="+", default=["ar", "slem", "tli"], help="ar sd slem tli slrs")
+    b.add_argument("--temperatures", nargs="+", type=float, default=[0.0, 1.0])
+    b.add_argument("--max-new-tokens", type=int, default=128)
+    b.add_argument("--lookahead", type=int, default=5)
+    b.add_argument("--warmups", type=int, default=1, help="untimed calls per row before timing")
+    b.add_argument("--repeats", type=int, default=3, help="timed runs per prompt; medians count")
+    b.add_argument("--min-new-tokens", type=int, default=0, help="drop prompts where a row made fewer (paper: 128)")
+    b.add_argument("--no-peer", action="store_true", help="skip the Transformers rows")
+    b.add_argument("--scale", action="store_true", help="also the per-token time vs length curve")
+    b.add_argument("--scale-new-tokens", nargs="+", type=int, default=[64, 128, 256, 512, 1024])
+    b.add_argument("--scale-prompt-tokens", nargs="+", type=int, default=[16, 64, 256, 512])
+    b.add_argument("--no-png", action="store_true", help="HTML figures only")
+    b.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder")
+    b.set_defaults(func=cmd_bench)
+    a = sub.add_parser("advise", help="short calibration; predicted tokens/s and speedup per algorithm and lookahead")
+    _pair_args(a)
+    a.add_argument("--algorithms", nargs="+", help="default: every drafting algorithm that applies, but SLRS")
+    a.add_argument("--temperature", type=float, default=0.0)
+    a.add_argument("--max-new-tokens", type=int, default=64, help="tokens per calibration prompt")
+    a.add_argument("--json", type=Path, help="write the advice as JSON")
+    a.set_defaults(func=cmd_advise, num_prompts=4)
+
+
+def load_cli_pair(args, need_drafter: bool = True) -> Pair:
+    from .loading import load_pair
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.target and not args.drafter and not args.preset and need_drafter:
+        raise HsdError("--drafter is needed with --target (or --preset).")
+    return load_pair(args.target, args.drafter, preset=args.preset, device=args.device, dtype=args.dtype)
+
+
+def cmd_bench(args) -> int:
+    from .benchout import markdown_table, write_report
+
+    pair = load_cli_pair(args, need_drafter=any(a != "ar" for a in args.algorithms))
+    prompts = load_prompts(args.prompts, args.num_prompts)
+    cfg = BenchConfig(args.algorithms, args.temperatures, args.prompts, len(prompts), args.max_new_tokens,
+                      args.lookahead, args.warmups, args.repeats, args.seed, not args.no_peer, args.min_new_tokens)
+    info = machine_info(pair)
+    print(f"machine: {machine_line(info)}")
+    print(f"pair: {pair.target.name} <- {pair.drafter.name if pair.drafter else None}; {len(prompts)} prompts")
+    report = run_bench(pair, prompts, cfg)
+    if args.scale:
+        report["scale"] = run_scale(pair, prompts, cfg, args.scale_new_tokens, args.scale_prompt_tokens)
+    print(markdown_table(report["rows"]))
+    written = write_report(report, args.out, png=not args.no_png)
+    print(f"wrote {', '.join(written)} to {args.out}/")
+    return 0
+
+
+def cmd_advise(args) -> int:
+    from .advise import advise, format_advice
+
+    pair = load_cli_pair(args)
+    prompts = load_prompts(args.prompts, args.num_prompts)
+    advice = advise(pair, prompts, temperature=args.temperature, algorithms=args.algorithms,
+                    max_new_tokens=args.max_new_tokens, seed=args.seed)
+    print(format_advice(advice))
+    if args.json:
+        args.json.write_text(json.dumps(advice, indent=1, default=str), encoding="utf-8")
+    return 0

@@ -1,0 +1,139 @@
+"""Benchmark outputs: the printed / markdown table, CSV files and plotly figures (HTML, PNG when it works).
+
+Every output carries the machine line (:func:`hsd.bench.machine_line`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+#: (column, header, format) of the printed and markdown table
+TABLE = [
+    ("temperature", "T", "g"), ("algorithm", "algorithm", "s"), ("prompts", "n", "d"),
+    ("new_tokens", "new tok", ".0f"), ("ttft_ms", "TTFT ms", ".1f"), ("tpot_ms", "TPOT ms", ".2f"),
+    ("tokens_per_s", "tok/s", ".1f"), ("speedup", "speedup", ".2f"), ("tau", "τ", ".2f"),
+    ("acceptance_rate", "accept", ".1%"), ("target_forwards_per_token", "tgt fw/tok", ".2f"),
+    ("drafter_forwards_per_token", "drf fw/tok", ".2f"), ("ideal_tokens_per_s", "ideal tok/s", ".1f"),
+    ("efficiency", "efficiency", ".2f"), ("greedy_equals_ar", "= AR", "s"), ("note", "note", "s"),
+]
+
+
+def _fmt(value, spec: str) -> str:
+    if value is None or value == "" or (isinstance(value, float) and value != value):
+        return "-"
+    return format(value, spec) if spec != "s" else str(value)
+
+
+def markdown_table(rows: list[dict], columns=TABLE) -> str:
+    used = [c for c in columns if any(r.get(c[0]) not in (None, "") for r in rows)]
+    lines = ["| " + " | ".join(h for _, h, _ in used) + " |", "|" + "---|" * len(used)]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(r.get(k), f).replace("|", "/") for k, _, f in used) + " |")
+    return "\n".join(lines)
+
+
+def _flat(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    for col in df.columns:
+        if df[col].map(lambda v: isinstance(v, (list, dict))).any():
+            df[col] = df[col].map(json.dumps)
+    return df
+
+
+def figures(report: dict) -> dict:
+    """Plotly figures of a bench report: throughput vs the limit, and acceptance per position."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from .bench import machine_line
+
+    rows = [r for r in report["rows"] if r.get("tokens_per_s")]
+    title = f"{Path(report['pair']['target']).name} ← {Path(str(report['pair']['drafter'])).name}"
+    sub = f"<br><sup>{machine_line(report['machine'])}</sup>"
+    temps = sorted({r["temperature"] for r in rows})
+    fig = make_subplots(1, len(temps), subplot_titles=[f"T = {t:g}" for t in temps], shared_yaxes=True)
+    for j, t in enumerate(temps, 1):
+        rr = [r for r in rows if r["temperature"] == t]
+        names = [r["algorithm"] for r in rr]
+        fig.add_bar(x=names, y=[r["tokens_per_s"] for r in rr], name="measured", marker_color="#1f77b4",
+                    text=[f"{r['speedup']:.2f}×" if r.get("speedup") else "" for r in rr], textposition="outside",
+                    showlegend=j == 1, row=1, col=j)
+        fig.add_bar(x=names, y=[r.get("ideal_tokens_per_s") for r in rr], name="ideal (forwards only)",
+                    marker_color="#aec7e8", showlegend=j == 1, row=1, col=j)
+    fig.update_layout(title=f"Output tokens/s (harmonic mean), speedup over hsd AR: {title}{sub}",
+                      yaxis_title="tokens/s", barmode="group", height=460)
+    acc = go.Figure()
+    for r in rows:
+        if r.get("per_position_acceptance"):
+            acc.add_scatter(x=list(range(1, len(r["per_position_acceptance"]) + 1)), y=r["per_position_acceptance"],
+                            mode="lines+markers", name=f"{r['algorithm']} T={r['temperature']:g}")
+    acc.update_layout(title=f"Acceptance at draft position i, given position i was reached: {title}{sub}",
+                      xaxis_title="draft position", yaxis_title="acceptance", yaxis_range=[0, 1.05], height=420)
+    return {"throughput": fig, "acceptance": acc}
+
+
+def scale_figure(points: list[dict], report: dict):
+    from plotly.subplots import make_subplots
+
+    from .bench import machine_line
+
+    fig = make_subplots(1, 2, subplot_titles=["against max new tokens", "against prompt length (target tokens)"])
+    algorithms = list(dict.fromkeys(p["algorithm"] for p in points))
+    for j, axis in enumerate(("max_new_tokens", "prompt_tokens"), 1):
+        for k, a in enumerate(algorithms):
+            pts = [p for p in points if p["axis"] == axis and p["algorithm"] == a]
+            fig.add_scatter(x=[p["x"] for p in pts], y=[p["tpot_ms"] for p in pts], mode="lines+markers", name=a,
+                            legendgroup=a, showlegend=j == 1, line_color=f"hsl({k * 67 % 360},60%,45%)", row=1, col=j)
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(title_text="TPOT ms (median)", row=1, col=1)
+    fig.update_layout(title=f"Per-token time vs length<br><sup>{machine_line(report['machine'])}</sup>", height=440)
+    return fig
+
+
+def save_figure(fig, path: Path, png: bool) -> list[str]:
+    """Write ``path``.html, and ``path``.png if asked and image export works (kaleido + a Chrome)."""
+    fig.write_html(path.with_suffix(".html"), include_plotlyjs="cdn")
+    written = [path.with_suffix(".html").name]
+    if png:
+        try:
+            fig.write_image(path.with_suffix(".png"), width=1100, height=fig.layout.height or 450, scale=1)
+            written.append(path.with_suffix(".png").name)
+        except Exception as exc:  # kaleido missing, or no Chrome it can drive: HTML only
+            print(f"  PNG export unavailable ({type(exc).__name__}: {str(exc).splitlines()[0][:120]}); HTML only")
+    return written
+
+
+def write_report(report: dict, out: Path, png: bool = True) -> list[str]:
+    from .bench import machine_line
+
+    out.mkdir(parents=True, exist_ok=True)
+    _flat(report["rows"]).to_csv(out / "results.csv", index=False)
+    pp = [{k: v for k, v in p.items() if k not in ("token_ids", "round_counts")} for p in report["per_prompt"]]
+    _flat(pp).to_csv(out / "per_prompt.csv", index=False)
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    written = ["results.csv", "per_prompt.csv", "report.json"]
+    for name, fig in figures(report).items():
+        written += save_figure(fig, out / name, png)
+    cfg = report["config"]
+    md = [f"**Machine:** {machine_line(report['machine'])}", "",
+          f"**Pair:** `{report['pair']['target']}` ← `{report['pair']['drafter']}`; prompts `{cfg['prompts']}` "
+          f"({cfg['num_prompts']}), max_new_tokens {cfg['max_new_tokens']}, lookahead {cfg['lookahead']}, "
+          f"{cfg['warmups']} warm-up(s) per row, median of {cfg['repeats']} repeats, seed {cfg['seed']}+prompt index", "",
+          markdown_table(report["rows"]), "",
+          "Per-forward costs (median ms, KV cache holding "
+          f"{report['costs']['context']} tokens): " + ", ".join(
+              f"{k[:-3]} {v:.3f}" for k, v in report["costs"].items() if k.endswith("_ms") and v is not None), "",
+          "Acceptance per draft position: " + "; ".join(
+              f"{r['algorithm']} T={r['temperature']:g}: " + " ".join(f"{a:.2f}" for a in r["per_position_acceptance"])
+              for r in report["rows"] if r.get("per_position_acceptance"))]
+    if report.get("scale"):
+        _flat(report["scale"]).to_csv(out / "scale.csv", index=False)
+        written += ["scale.csv"] + save_figure(scale_figure(report["scale"], report), out / "scale", png)
+        md += ["", markdown_table(report["scale"], [("algorithm", "algorithm", "s"), ("axis", "axis", "s"),
+                                                    ("x", "x", "d"), ("new_tokens", "new tok", "d"),
+                                                    ("tpot_ms", "TPOT ms", ".2f"), ("ttft_ms", "TTFT ms", ".1f")])]
+    (out / "results.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+    return written + ["results.md"]

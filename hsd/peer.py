@@ -1,0 +1,175 @@
+"""The peer: Transformers' own heterogeneous assisted generation, timed the way hsd is timed.
+
+``target.generate(assistant_model=..., tokenizer=..., assistant_tokenizer=...)`` routes greedy decoding to
+its SLEM ("Universal Assisted Generation") and sampling to its TLI ("Universal Speculative Decoding");
+plain ``generate`` is its AR (``../shared/docs/research/transformers.md`` §1-§3). Transformers exposes no
+metrics (§8), so TTFT and per-round token counts come from a streamer and the drafted count per round from
+a wrapper around the candidate generator's ``get_candidates``.
+
+Transformers mutates the drafter it is handed (TLI prunes its LM head in place, §9) and caches its
+vocabulary translator on the tokenizer objects alone, so :class:`Peer` gives each of its algorithms a
+deep copy of the drafter *and* of both tokenizers; hsd's own model objects are never passed to it.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .loading import Pair
+
+#: hsd algorithm -> the peer row that runs the same algorithm in Transformers, by temperature
+PEER_OF = {"ar": "hf-ar", "slem": "hf-slem", "tli": "hf-tli"}
+
+
+class PeerUnavailable(Exception):
+    """Transformers refused this configuration; the message says why (it becomes the row's note)."""
+
+
+class _Streamer:
+    """Records when each chunk of tokens arrives; the first ``put`` is the prompt (transformers.md §8)."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.times: list[float] = []
+        self.sizes: list[int] = []
+        self._prompt_seen = False
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        self.times.append(time.perf_counter() - self.start)
+        self.sizes.append(int(value.numel()))
+
+    def end(self) -> None:
+        pass
+
+
+@dataclass
+class PeerResult:
+    """What one peer ``generate`` call did, in the shape :mod:`hsd.bench` aggregates."""
+
+    token_ids: list[int]
+    metrics: dict
+    rounds: list[tuple[int, int, int]] = field(default_factory=list)  # (drafted, proposed, emitted) per round
+
+
+class Peer:
+    """Transformers' generate on copies of a pair's models, with the same prompts, lookahead and seeds."""
+
+    def __init__(self, pair: Pair, lookahead: int):
+        self.pair = pair
+        self.lookahead = lookahead
+        self._drafters: dict[str, tuple] = {}
+
+    def check(self, algorithm: str) -> None:
+        """Raise :class:`PeerUnavailable` if Transformers will refuse ``algorithm`` on this pair (§3)."""
+        if algorithm == "hf-ar":
+            return
+        if self.pair.drafter is None:
+            raise PeerUnavailable("no drafter")
+        vt = self.pair.target.model.config.get_text_config().vocab_size
+        vd = self.pair.drafter.model.config.get_text_config().vocab_size
+        if vt == vd:
+            raise PeerUnavailable(
+                f"Transformers refuses assistant_tokenizer when both configs have vocab_size {vt} "
+                "(transformers.md §3: it treats equal sizes as one vocabulary)")
+
+    def _drafter(self, algorithm: str):
+        if algorithm not in self._drafters:
+            d = self.pair.drafter
+            model = copy.deepcopy(d.model)
+            gc = model.generation_config
+            gc.num_assistant_tokens = self.lookahead
+            gc.num_assistant_tokens_schedule = "constant"
+            gc.assistant_confidence_threshold = 0.0
+            self._drafters[algorithm] = (model, copy.deepcopy(self.pair.target.tokenizer), copy.deepcopy(d.tokenizer))
+        return self._drafters[algorithm]
+
+    @torch.inference_mode()
+    def generate(self, algorithm: str, prompt_ids: list[int], *, max_new_tokens: int, temperature: float,
+                 seed: int) -> PeerResult:
+        self.check(algorithm)
+        target = self.pair.target.model
+        device = self.pair.target.device
+        inputs = torch.tensor([prompt_ids], device=device)
+        kwargs = dict(input_ids=inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=max_new_tokens,
+                      pad_token_id=self.pair.target.tokenizer.pad_token_id or self.pair.target.vocab.eos_ids[0])
+        if temperature > 0:
+            kwargs.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
+        drafted: list[int] = []
+        if algorithm != "hf-ar":
+            model, tok_t, tok_d = self._drafter(algorithm)
+            kwargs.update(assistant_model=model, tokenizer=tok_t, assistant_tokenizer=tok_d)
+        torch.manual_seed(seed)
+        streamer = _Streamer()
+        original = target._get_candidate_generator
+        if algorithm != "hf-ar":
+            target._get_candidate_generator = _counting(original, drafted)  # removed again below
+        try:
+            out = target.generate(**kwargs, streamer=streamer)
+        except ValueError as exc:
+            if "assistant_tokenizer" in str(exc):
+                raise PeerUnavailable(str(exc).splitlines()[0]) from exc
+            raise
+        finally:
+            if "_get_candidate_generator" in vars(target):
+                del target._get_candidate_generator
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        total = time.perf_counter() - streamer.start
+        tokens = out[0, len(prompt_ids):].tolist()
+        return PeerResult(tokens, _metrics(streamer, total, drafted, algorithm), _rounds(streamer, drafted))
+
+
+def _counting(original, drafted: list[int]):
+    """Wrap ``_get_candidate_generator`` so each ``get_candidates`` call records its candidate count."""
+
+    def wrapper(*args, **kwargs):
+        generator = original(*args, **kwargs)
+        inner = generator.get_candidates
+
+        def get_candidates(input_ids, *a, **kw):
+            out = inner(input_ids, *a, **kw)
+            drafted.append(int(out[0].shape[1] - input_ids.shape[1]))
+            return out
+
+        generator.get_candidates = get_candidates
+        return generator
+
+    return wrapper
+
+
+def _rounds(streamer: _Streamer, drafted: list[int]) -> list[tuple[int, int, int]]:
+    if not drafted:  # AR: one token per target forward
+        return [(0, 0, s) for s in streamer.sizes]
+    return [(d, d, s) for d, s in zip(drafted, streamer.sizes)]
+
+
+def _metrics(streamer: _Streamer, total: float, drafted: list[int], algorithm: str) -> dict:
+    n = sum(streamer.sizes)
+    ttft = streamer.times[0] if streamer.times else None
+    tpot = (total - ttft) / (n - 1) if n > 1 and ttft is not None else None
+    rounds = _rounds(streamer, drafted)
+    proposed = sum(r[1] for r in rounds)
+    accepted = sum(min(r[2] - 1, r[1]) for r in rounds)
+    depth = max((r[1] for r in rounds), default=0)
+    per_position = []
+    for i in range(depth):
+        reached = [r for r in rounds if r[1] > i]
+        per_position.append(sum(r[2] - 1 > i for r in reached) / len(reached))
+    return {
+        "new_tokens": n, "rounds": len(rounds), "total_s": total, "ttft_s": ttft, "tpot_s": tpot,
+        "tokens_per_s": 1.0 / tpot if tpot else None,
+        "mean_accepted_length": n / len(rounds) if rounds else None,
+        "acceptance_rate": accepted / proposed if proposed else None,
+        "proposed": proposed, "accepted": accepted, "per_position_acceptance": per_position,
+        # its drafter runs up to num_assistant_tokens steps per round inside assistant_model.generate()
+        "target_forwards": len(rounds) + 1, "drafter_forwards": None,
+    }
