@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="generate text with one algorithm and print metrics")
     _model_args(gen)
-    gen.add_argument("--algorithm", default="slem", choices=["ar", "sd", "slem", "tli"])
+    gen.add_argument("--algorithm", default="slem", choices=["ar", "sd", "slem", "tli", "slrs"])
     src = gen.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompt-file", type=Path, help="read the prompt from a file")

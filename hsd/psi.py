@@ -1,0 +1,193 @@
+"""The SLRS proposal ``f`` and its exact probability ``ψ`` (spec §4 steps 1–2).
+
+The drafter writes a string one token at a time. :class:`Proposer` is ``f`` as an automaton over
+that string: the string must first spell the ``lag`` bytes (emitted text the drafter's context does
+not hold yet), then it grows while it is a proper prefix of some target token; when it stops, the
+proposal is the longest target token that is a prefix of it (``⊥`` if none). A drafter special
+token stops the string at once: the proposal is ``f`` of what was written, the target's EOS if
+nothing was and the token is an EOS, else ``⊥``.
+
+:class:`Enumerator` computes ``ψ(t) = P_q(f(s) = t)`` by walking every drafter path that can still
+end with ``f = t``, depth by depth, summing ``q`` along the ones that do. It asks for the drafter
+distributions of all open paths of one depth in a single call (the caller batches them) and
+counts them. Nothing is ever approximated: a computation that would exceed ``max_paths`` raises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import ResourceLimitError
+from .trie import BOTTOM, DrafterTrie, TargetTrie
+
+# States: -(i+1) while the string is the first i bytes of ``lag``; a target-trie node id (>= 0) after.
+
+
+class Proposer:
+    def __init__(self, target: TargetTrie, drafter: DrafterTrie, lag: bytes = b""):
+        self.target, self.drafter, self.lag = target, drafter, lag
+        self.start = -1 if lag else 0
+        self.max_depth = len(lag) + target.max_depth  # every drafter token adds at least one byte
+
+    def step(self, state: int, byte: int) -> int | None:
+        """The state after one more byte; ``None`` when the string is no longer open."""
+        if state < 0:
+            i = -state - 1
+            if byte != self.lag[i]:
+                return None
+            return 0 if i + 1 == len(self.lag) else state - 1
+        return self.target.children[state].get(byte)
+
+    def is_open(self, state: int) -> bool:
+        return state < 0 or bool(self.target.children[state])
+
+    def outcome(self, state: int) -> int:
+        """``f`` of a string that stops after reaching ``state``."""
+        return BOTTOM if state < 0 else self.target.best[state]
+
+    def special_outcome(self, state: int, is_eos: bool) -> int:
+        if state == 0:
+            return self.target.eos if is_eos else BOTTOM
+        return self.outcome(state)
+
+    def feed(self, state: int, token: int) -> tuple[int, int | None]:
+        """Append a drafter token: ``(state, None)`` while open, else ``(_, proposal)``."""
+        data = self.drafter.bytes[token]
+        if not data:
+            return state, self.special_outcome(state, token in self.drafter.eos)
+        for byte in data:
+            nxt = self.step(state, byte)
+            if nxt is None:
+                return state, self.outcome(state)
+            state = nxt
+        return (state, None) if self.is_open(state) else (state, self.outcome(state))
+
+
+@dataclass
+class _Split:
+    """What the drafter's next token, from one state, does for ``ψ(t)``."""
+
+    ranges: list[tuple[int, int, int]] = field(default_factory=list)  # (lo, hi, ±1) over DrafterTrie.order
+    tokens: list[int] = field(default_factory=list)  # tokens that stop the string with f = t
+    eos: bool = False  # a drafter EOS here stops with f = t
+    other_stops: bool = False  # another special token here stops with f = t
+    child_ids: list[int] = field(default_factory=list)  # tokens that keep the string open, t still reachable
+    child_states: list[int] = field(default_factory=list)
+
+
+class Enumerator:
+    """ψ for one drafter state. ``rows(paths)`` returns the drafter distributions ``[n, V]`` after each
+    path (a tuple of drafter ids); it is called once per depth with every open path of that depth."""
+
+    def __init__(self, proposer: Proposer, rows, max_paths: int):
+        self.f = proposer
+        self.rows = rows
+        self.max_paths = max_paths
+        self.paths = 0  # open drafter paths expanded (one drafter distribution each), over all ψ so far
+        self.largest = 0  # the most paths one ψ needed
+        self.memo: dict[int, float] = {}
+
+    def psi(self, t: int) -> float:
+        """``ψ(t)`` for a target id, the target's EOS, or ``BOTTOM``."""
+        if t not in self.memo:
+            self.memo[t] = self._psi(t)
+        return self.memo[t]
+
+    def _relevant(self, t: int):
+        """The states from which ``f = t`` is still possible: prefixes of ``b(t)`` and strings that extend
+        it with no longer target token in between (``best == t``; ``best`` only grows along a string)."""
+        target = self.f.target
+        if t == target.eos and t != BOTTOM:
+            ancestors = {0}
+        elif t in target.node:
+            ancestors = target.path_to(target.node[t])
+        else:  # BOTTOM, or a target id f never returns (a duplicate spelling, a special token)
+            ancestors = set()
+        best = target.best
+        return lambda s: s < 0 or s in ancestors or best[s] == t
+
+    def _psi(self, t: int) -> float:
+        relevant = self._relevant(t)
+        if not relevant(self.f.start):
+            return 0.0
+        splits: dict[int, _Split] = {}
+        frontier = [((), self.f.start, 1.0)]
+        total, expanded = 0.0, 0
+        while frontier:
+            expanded += len(frontier)
+            if expanded > self.max_paths:
+                raise ResourceLimitError(
+                    f"SLRS would need more than {self.max_paths} drafter paths to compute ψ exactly for one "
+                    "target token (an approximate ψ would not be lossless). Use algorithm='slem' or 'tli', a "
+                    "drafter with shorter tokens (a byte-level drafter), a drafter top_k, or raise slrs_max_paths.")
+            self.paths += len(frontier)
+            self.largest = max(self.largest, expanded)
+            q = self.rows([path for path, _, _ in frontier]).double()
+            groups: dict[int, list[int]] = {}
+            for i, (_, s, _) in enumerate(frontier):
+                groups.setdefault(s, []).append(i)
+            nxt = []
+            for s, idx in groups.items():
+                if s not in splits:
+                    splits[s] = self._split(s, t, relevant)
+                split, rows = splits[s], q[idx]
+                prob = torch.tensor([frontier[i][2] for i in idx], dtype=torch.float64)
+                total += float((prob * self._mass(split, rows)).sum())
+                if split.child_ids:
+                    child_q = rows[:, split.child_ids].tolist()
+                    for i, row in zip(idx, child_q):
+                        path, _, p = frontier[i]
+                        nxt += [(path + (v,), s2, p * qv)
+                                for v, s2, qv in zip(split.child_ids, split.child_states, row) if qv > 0]
+            frontier = nxt
+        return min(max(total, 0.0), 1.0)
+
+    def _split(self, state: int, t: int, relevant) -> _Split:
+        """Walk the drafter trie from ``state`` alongside the automaton (only where ``t`` stays reachable)."""
+        f, dt = self.f, self.f.drafter
+        out = _Split(eos=f.special_outcome(state, True) == t, other_stops=f.special_outcome(state, False) == t)
+        stack = [(0, state)]
+        while stack:
+            dnode, s = stack.pop()
+            for v in dt.here[dnode]:  # drafter tokens that end exactly here
+                if f.is_open(s):
+                    out.child_ids.append(v)
+                    out.child_states.append(s)
+                elif f.outcome(s) == t:
+                    out.tokens.append(v)
+            stops_with_t = f.outcome(s) == t
+            if stops_with_t:  # every longer drafter token leaves the open strings here, with f = t ...
+                out.ranges.append((dt.lo[dnode] + len(dt.here[dnode]), dt.hi[dnode], 1))
+            dkids = dt.children[dnode]
+            if s < 0:
+                byte = f.lag[-s - 1]
+                common = [byte] if byte in dkids else []
+            else:
+                tkids = f.target.children[s]
+                common = [b for b in tkids if b in dkids] if len(tkids) < len(dkids) else [b for b in dkids if b in tkids]
+            for byte in common:
+                dchild = dkids[byte]
+                if stops_with_t:  # ... except those that stay inside the target trie
+                    out.ranges.append((dt.lo[dchild], dt.hi[dchild], -1))
+                s2 = f.step(s, byte)
+                if relevant(s2):
+                    stack.append((dchild, s2))
+        return out
+
+    def _mass(self, split: _Split, rows: torch.Tensor) -> torch.Tensor:
+        """Per row: the drafter mass of the next tokens that stop the string with ``f = t``."""
+        dt = self.f.drafter
+        mass = torch.zeros(rows.shape[0], dtype=torch.float64)
+        if split.ranges:
+            cs = torch.nn.functional.pad(rows[:, dt.order].cumsum(1), (1, 0))
+            lo, hi, sign = (torch.tensor(c) for c in zip(*split.ranges))
+            mass += ((cs[:, hi] - cs[:, lo]) * sign).sum(1)
+        if split.tokens:
+            mass += rows[:, split.tokens].sum(1)
+        if split.eos and len(dt.eos_ids):
+            mass += rows[:, dt.eos_ids].sum(1)
+        if split.other_stops and len(dt.other_stop_ids):
+            mass += rows[:, dt.other_stop_ids].sum(1)
+        return mass
