@@ -72,8 +72,13 @@ def _check_prompt(prompt, messages) -> None:
 
 def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None = None, algorithm: str = "slem",
            max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-           lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None) -> Iterator[Round | Result]:
-    """Run one generation, yielding each :class:`Round` as it completes, then the :class:`Result`."""
+           lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
+           slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None) -> Iterator[Round | Result]:
+    """Run one generation, yielding each :class:`Round` as it completes, then the :class:`Result`.
+
+    ``slrs_max_paths`` (drafter paths per ψ) and ``slrs_max_forwards`` (drafter forwards per round) bound
+    SLRS's cost; exceeding one raises :class:`~hsd.errors.ResourceLimitError` (see ``docs/slrs.md``).
+    """
     check_algorithm(pair, algorithm)
     _check_prompt(prompt, messages)
     sampling = Sampling(temperature, top_k, top_p)
@@ -81,6 +86,11 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
     _check_int("lookahead", lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
     _check_int("seed", seed, -2**63, 2**63 - 1, "any integer")
+    for name, value in (("slrs_max_paths", slrs_max_paths), ("slrs_max_forwards", slrs_max_forwards)):
+        if value is not None:
+            if algorithm != "slrs":
+                raise InvalidSettingError(f"{name} applies only to algorithm='slrs', not {algorithm!r}.")
+            _check_int(name, value, 1, 10**9, "an SLRS cost limit")
     module = ALGORITHMS[algorithm]
     prompt_ids, target_text = encode_prompt(pair.target, prompt, messages)
     if not prompt_ids:
@@ -101,7 +111,7 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
         if dlimit is not None and len(drafter_ids) >= dlimit:
             raise PromptError(f"The prompt is {len(drafter_ids)} drafter tokens, more than the drafter's context "
                               f"({dlimit}). Shorten the prompt or use a drafter with a longer context.")
-    settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling)
+    settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling, slrs_max_paths, slrs_max_forwards)
     s = Session(pair, settings, prompt_ids, drafter_ids, Rng(seed))
     with torch.inference_mode():
         s.prefill()
@@ -131,7 +141,7 @@ def _forward_seconds(s: Session) -> float:
 
 
 def generate(pair: Pair, prompt: str | None = None, **kwargs) -> Result:
-    """Generate with ``algorithm`` in ``ar``, ``sd``, ``slem``, ``tli``; see :func:`stream` for the options."""
+    """Generate with ``algorithm`` in ``ar``, ``sd``, ``slem``, ``tli``, ``slrs``; see :func:`stream` for the options."""
     result = None
     for item in stream(pair, prompt, **kwargs):
         result = item

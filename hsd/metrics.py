@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from .trace import Round
 
+#: algorithm-specific per-round counters summed into the summary when present (SLRS's ψ cost)
+SUMMED_EXTRA = ("psi_paths", "psi_forwards", "psi_evaluations", "psi_seconds", "residual_draws")
+
 
 def summarize(rounds: list[Round], prefill_seconds: float, prefill_forwards: dict) -> dict:
     n = sum(len(r.emitted) for r in rounds)
@@ -47,4 +50,5 @@ def summarize(rounds: list[Round], prefill_seconds: float, prefill_forwards: dic
         "time_split_s": split,
         "overhead_share": (1 - forward_seconds / round_seconds) if round_seconds else None,
         "retokenization_events": sum(len(r.events) for r in rounds),
+        **{key: sum(r.extra[key] for r in rounds) for key in SUMMED_EXTRA if any(key in r.extra for r in rounds)},
     }

@@ -26,6 +26,8 @@ class Settings:
     lookahead: int
     max_new_tokens: int
     drafter_sampling: Sampling
+    slrs_max_paths: int | None = None  # SLRS limits (None: the defaults in algorithms/slrs.py)
+    slrs_max_forwards: int | None = None
 
 
 class Clock:
