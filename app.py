@@ -91,6 +91,7 @@ def _gpu(duration):
 _LOAD_LOCK = threading.Lock()
 _DEVICE_LOCKS: dict[str, threading.Lock] = {}
 _PAIRS: dict[tuple, hsd.Pair] = {}
+_LOADED: set[tuple] = set()  # (name, device, dtype) loaded once: no Hub lookup, no memory check again
 
 
 @contextmanager
@@ -125,13 +126,13 @@ def _device_name(device: torch.device) -> str:
 
 
 def _available_bytes(device: torch.device) -> int | None:
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
     try:
+        if device.type == "cuda":
+            return torch.cuda.mem_get_info(device)[0]
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: CUDA not usable here (ZeroGPU outside a GPU call)
         pass
     return None
 
@@ -166,6 +167,9 @@ def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "aut
     for role, name in (("target", target), ("drafter", drafter)):
         if not name:
             continue
+        if (name, str(dev), str(torch_dtype)) in _LOADED:
+            lines.append(f"- **{role}** `{name}`: already loaded")
+            continue
         params, note = _hub_params(name)
         if params:
             total += params * width
@@ -186,6 +190,10 @@ def get_pair(target: str, drafter: str, device: str, dtype: str) -> hsd.Pair:
         raise hsd.ModelNotFoundError("No target model: choose a preset or type a Hub id or a local directory.")
     with _LOAD_LOCK:
         pair = hsd.load_pair(target, drafter or None, device=device, dtype=dtype)
+        dev = resolve_device(device)
+        for model, name in ((pair.target, target), (pair.drafter, drafter)):
+            if model is not None:
+                _LOADED.add((name, str(dev), str(resolve_dtype(dtype, dev))))
         key = (id(pair.target), id(pair.drafter))
         old = _PAIRS.get(key)
         if old is not None and old.target is pair.target and old.drafter is pair.drafter:
@@ -517,7 +525,7 @@ def build() -> gr.Blocks:
                                           [status, badge, speedup, tokens_time, histogram, positions, time_split,
                                            table, csv], api_name="compare", concurrency_id="gpu",
                                           concurrency_limit=1)
-        stop_btn.click(None, cancels=[run_event, compare_event], api_name="stop")
+        stop_btn.click(None, cancels=[run_event, compare_event], api_visibility="private")
         check_btn.click(check_pair, [target, drafter, device, dtype], [report, availability], api_name="check",
                         concurrency_id="gpu", concurrency_limit=1)
         round_idx.change(show_round, [state, round_idx], round_view, api_name="round", concurrency_limit=4)
