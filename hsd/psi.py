@@ -87,6 +87,7 @@ class Enumerator:
         self.max_paths = max_paths
         self.paths = 0  # open drafter paths expanded (one drafter distribution each), over all ψ so far
         self.largest = 0  # the most paths one ψ needed
+        self.cost: dict[int, int] = {}  # paths expanded for each ψ(t) computed
         self.memo: dict[int, float] = {}
 
     def psi(self, t: int) -> float:
@@ -111,6 +112,7 @@ class Enumerator:
     def _psi(self, t: int) -> float:
         relevant = self._relevant(t)
         if not relevant(self.f.start):
+            self.cost[t] = 0
             return 0.0
         splits: dict[int, _Split] = {}
         frontier = [((), self.f.start, 1.0)]
@@ -142,6 +144,7 @@ class Enumerator:
                         nxt += [(path + (v,), s2, p * qv)
                                 for v, s2, qv in zip(split.child_ids, split.child_states, row) if qv > 0]
             frontier = nxt
+        self.cost[t] = expanded
         return min(max(total, 0.0), 1.0)
 
     def _split(self, state: int, t: int, relevant) -> _Split:

@@ -261,7 +261,8 @@ def _record(rnd: Round, s: Session, slots: list[_Slot], psi_seconds: float) -> N
                 rnd.drafted.append(Span(v, pos, pos + len(b), qv))
             pos += len(b)
         detail.append({"lag": slot.lag.hex(), "drafted": slot.path, "q": slot.probs, "draft": seg.hex(),
-                       "proposal": slot.proposal, "psi_paths": slot.enum.paths, "psi_forwards": slot.rows.forwards})
+                       "proposal": slot.proposal, "psi_paths": slot.enum.paths, "psi_forwards": slot.rows.forwards,
+                       "paths_per_psi": [[t, n] for t, n in slot.enum.cost.items()]})
     rnd.draft = bytes(draft)
     accepted = rnd.lag + sum(len(t_toks[e.token] or b"") for e in rnd.emitted if e.label == "accepted")
     rnd.rejected = rnd.draft[accepted:]

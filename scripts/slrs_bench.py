@@ -1,0 +1,135 @@
+"""Measure SLRS against SLEM and TLI: acceptance, τ, drafter forwards per token, tokens/s, ψ cost.
+
+Same prompts, seeds and settings for every algorithm. Pairs: the embedded tiny-code target with
+each of its drafters (when ``assets/tiny-code`` holds the models), and the test suite's bigram and
+random-weight pairs (built from local text, as in ``tests/``). Prints Markdown tables for
+``docs/slrs.md``; ``--json`` writes the raw numbers.
+
+    python scripts/slrs_bench.py --pairs tiny-code tiny-code-bytes --max-new-tokens 48 --seeds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import hsd  # noqa: E402
+
+CODE_PROMPTS = ["def fib(n):", "import os\n\nclass Config:\n    def __init__(self, path):\n",
+                "    for i, line in enumerate(lines):\n", "# Parse the command line\nparser = "]
+
+
+def load(name: str) -> hsd.Pair:
+    assets = ROOT / "assets" / "tiny-code"
+    if name in ("tiny-code", "tiny-code-bytes"):
+        drafter = "drafter" if name == "tiny-code" else "drafter-bytes"
+        return hsd.load_pair(str(assets / "target"), str(assets / drafter), device="cpu")
+    from builders import byte_tokenizer, bytelevel_tokenizer, correlated_bigrams, tiny_llama
+    from pairs import bigram, heterogeneous
+
+    if name == "bigram-bpe<-bytes":
+        bpe, tok = bytelevel_tokenizer(), byte_tokenizer()
+        target, drafter = correlated_bigrams(bpe, tok, seed=7)
+        return hsd.Pair.from_models(target, bpe, drafter, tok)
+    if name == "llama-bpe<-bytes":
+        bpe, tok = bytelevel_tokenizer(), byte_tokenizer()
+        return hsd.Pair.from_models(tiny_llama(bpe, 0, layers=2), bpe, tiny_llama(tok, 5), tok)
+    if name.startswith("bigram-"):
+        return bigram(name[len("bigram-"):])
+    return heterogeneous(name[len("llama-"):])
+
+
+def run(pair, algorithm, prompts, seeds, settings) -> dict:
+    """Totals over prompts x seeds; ``None`` values when SLRS hit a limit."""
+    agg = defaultdict(float)
+    per_len = defaultdict(list)  # target-token byte length -> paths per psi
+    for prompt in prompts:
+        for seed in range(seeds):
+            try:
+                res = hsd.generate(pair, prompt, algorithm=algorithm, seed=seed, **settings)
+            except hsd.ResourceLimitError as exc:
+                return {"error": str(exc).split(".")[0]}
+            m = res.metrics
+            total = m["total_s"] - m["prefill_s"]
+            for key, value in (("tokens", m["new_tokens"]), ("rounds", m["rounds"]), ("proposed", m["proposed"]),
+                               ("accepted", m["accepted"]), ("drafter_forwards", m["drafter_forwards"]),
+                               ("seconds", total), ("psi_paths", m.get("psi_paths", 0)),
+                               ("psi_forwards", m.get("psi_forwards", 0)), ("psi_seconds", m.get("psi_seconds", 0)),
+                               ("psi_evaluations", m.get("psi_evaluations", 0))):
+                agg[key] += value
+            for rnd in res.rounds:
+                for slot in rnd.extra.get("slrs_positions", []):
+                    for t, n in slot["paths_per_psi"]:
+                        b = pair.target.vocab.tokens[t] if t >= 0 else None
+                        per_len[len(b) if b else 0].append(n)
+    out = {
+        "acceptance_rate": agg["accepted"] / agg["proposed"] if agg["proposed"] else None,
+        "tau": agg["tokens"] / agg["rounds"],
+        "drafter_forwards_per_token": agg["drafter_forwards"] / agg["tokens"],
+        "tokens_per_s": agg["tokens"] / agg["seconds"],
+        "tokens": agg["tokens"],
+    }
+    if agg["psi_evaluations"]:
+        all_paths = [n for v in per_len.values() for n in v]
+        out.update(psi_paths_mean=statistics.mean(all_paths), psi_paths_max=max(all_paths),
+                   psi_forwards_per_round=agg["psi_forwards"] / agg["rounds"],
+                   psi_time_share=agg["psi_seconds"] / agg["seconds"],
+                   paths_by_token_bytes={k: (len(v), statistics.mean(v), max(v)) for k, v in sorted(per_len.items())})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pairs", nargs="+", default=["bigram-bpe<-bytes", "bigram-sp<-bpe", "llama-bpe<-bytes"])
+    ap.add_argument("--algorithms", nargs="+", default=["slem", "tli", "slrs"])
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--lookahead", type=int, default=5)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    settings = dict(max_new_tokens=args.max_new_tokens, lookahead=args.lookahead, temperature=args.temperature,
+                    top_k=args.top_k)
+    results = {}
+    print(f"temperature {args.temperature}, top_k {args.top_k}, lookahead {args.lookahead}, "
+          f"{len(CODE_PROMPTS)} prompts x {args.seeds} seeds, {args.max_new_tokens} new tokens\n")
+    print("| pair | algorithm | acceptance | τ | drafter fwd / token | tokens/s | ψ paths mean / max | "
+          "ψ fwd / round | ψ time share |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in args.pairs:
+        start = time.perf_counter()
+        pair = load(name)
+        for algorithm in args.algorithms:
+            r = results.setdefault(name, {})[algorithm] = run(pair, algorithm, CODE_PROMPTS, args.seeds, settings)
+            if "error" in r:
+                print(f"| {name} | {algorithm} | limit: {r['error']} | | | | | | |")
+                continue
+            psi = (f"{r['psi_paths_mean']:.1f} / {r['psi_paths_max']} | {r['psi_forwards_per_round']:.1f} | "
+                   f"{r['psi_time_share']:.0%}") if "psi_paths_mean" in r else "| |"
+            print(f"| {name} | {algorithm} | {r['acceptance_rate']:.3f} | {r['tau']:.2f} | "
+                  f"{r['drafter_forwards_per_token']:.2f} | {r['tokens_per_s']:.1f} | {psi} |", flush=True)
+        print(f"<!-- {name}: {time.perf_counter() - start:.0f} s -->", flush=True)
+    for name, by_alg in results.items():
+        lengths = by_alg.get("slrs", {}).get("paths_by_token_bytes")
+        if lengths:
+            print(f"\nψ paths by target-token length, {name}: " + ", ".join(
+                f"{k} B: {mean:.1f} (max {top}, n={n})" for k, (n, mean, top) in lengths.items()))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
