@@ -434,6 +434,15 @@ def preset_changed(label):
     return target, drafter
 
 
+def describe(target, drafter, device="auto", dtype="auto"):
+    """What a pair would load (Hub metadata when reachable), before anything is downloaded."""
+    try:
+        return (plan_load(_resolve(target), _resolve(drafter), device, dtype)
+                + "\n\nPress **Check pair** to load it and see which algorithms apply.")
+    except Exception as exc:
+        return _error(exc)
+
+
 # ----------------------------------------------------------------------------- layout
 
 def build() -> gr.Blocks:
@@ -517,7 +526,10 @@ def build() -> gr.Blocks:
                           "a long lookahead, and a bad drafter (needs a GPU and a Hub token)",
                 )
         inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
-        preset.change(preset_changed, preset, [target, drafter], api_name="preset")
+        preset.change(preset_changed, preset, [target, drafter], api_name="preset").then(
+            describe, [target, drafter, device, dtype], availability, api_name="describe")
+        demo.load(check_pair, [target, drafter, device, dtype], [report, availability], api_visibility="private",
+                  concurrency_id="gpu", concurrency_limit=1)
         run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected],
                                   [status, output, round_idx, round_view, rounds_plot, state], api_name="run",
                                   concurrency_id="gpu", concurrency_limit=1)

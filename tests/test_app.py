@@ -130,3 +130,9 @@ def test_a_model_too_large_for_the_machine_is_refused_before_loading(model_dirs,
     monkeypatch.setattr(app, "_available_bytes", lambda device: 16 * 2**30)
     status = list(app.run("meta-llama/Llama-3.1-70B", model_dirs["drafter"], "slem", "x", 0, 0, 1.0, 4, 4, 0))[-1][0]
     assert "ResourceLimitError" in status and "GB" in status and "free" in status
+
+
+def test_describe_says_what_would_be_loaded_without_loading(model_dirs):
+    text = app.describe(model_dirs["target"], model_dirs["drafter"])
+    assert ("MB of weights" in text or "already loaded" in text) and "Check pair" in text
+    assert app.describe("no-such-owner/x", "")[:1] in ("-", "⚠")  # offline: a note, never an exception
