@@ -282,9 +282,10 @@ def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead
     try:
         kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
         yield "⏳ Checking the models…", none, none, none, none, None
+        drafter = drafter if algorithm != "ar" else ""  # AR needs no drafter: don't load one
         plan = plan_load(_resolve(target), _resolve(drafter), device, dtype)
         yield f"⏳ Loading (first time only)…\n{plan}", none, none, none, none, None
-        pair = get_pair(target, drafter if algorithm != "ar" else "", device, dtype)
+        pair = get_pair(target, drafter, device, dtype)
         hsd.check_algorithm(pair, algorithm)
         dev = pair.target.device
         with _device_lock(str(dev)):

@@ -103,36 +103,33 @@ def output_html(rounds: list[Round], *, show_rejected: bool = True, special_text
     ``special_text`` names special tokens (they have no bytes), e.g. ``pair.target.vocab.special_text``.
     """
     special_text = special_text or {}
-    stream, owners, inserts = bytearray(), [], {}
+    stream, owners, inserts = bytearray(), [], []  # inserts: (byte offset, round) in stream order
     for r in rounds:
         for e in r.emitted:
             owners.append((len(stream), len(stream) + len(e.text), e, r.index))
             stream += e.text
         if show_rejected and r.rejected:
-            inserts.setdefault(len(stream), []).append(r)
-    parts = []
-    if prompt:
-        parts.append(f'<span class="hsd-prompt" style="opacity:0.55">{_esc(prompt)}</span>')
+            inserts.append((len(stream), r))
+    inserts.append((float("inf"), None))
+    parts = [f'<span class="hsd-prompt" style="opacity:0.55">{_esc(prompt)}</span>'] if prompt else []
     chars = char_spans(bytes(stream))
-    ci = 0
-
-    def flush_inserts(upto: int) -> None:
-        for offset in sorted(k for k in list(inserts) if k <= upto):
-            for r in inserts.pop(offset):
-                parts.append(_token_span(r.rejected.decode("utf-8", errors="replace"), "rejected",
-                                         f"round {r.index}: rejected draft"))
-
-    for start, end, e, index in owners:
+    ci = ii = 0
+    for start, end, e, index in owners + [(float("inf"), float("inf"), None, None)]:
+        while inserts[ii][1] is not None and inserts[ii][0] <= start:  # after the last token of its round
+            r = inserts[ii][1]
+            parts.append(_token_span(r.rejected.decode("utf-8", errors="replace"), "rejected",
+                                     f"round {r.index}: rejected draft"))
+            ii += 1
+        if e is None:
+            break
         text = []
         while ci < len(chars) and chars[ci][0] < end:
-            flush_inserts(chars[ci][0])
             text.append(chars[ci][2])
             ci += 1
         if not e.text:
             text = [f"⟨{special_text.get(e.token, f'special {e.token}')}⟩"]
         title = f"{LEGEND_TEXT[e.label]} · round {index} · id {e.token} · bytes {e.text.hex(' ') or '—'}"
         parts.append(_token_span("".join(text), e.label, title))
-    flush_inserts(len(stream) + 1)
     body = "".join(parts)
     box = (f'<div class="hsd-output" style="white-space:pre-wrap;font-family:{MONO};font-size:1.05em;'
            f'line-height:1.7;overflow-wrap:anywhere">{body}</div>')

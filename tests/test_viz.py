@@ -120,3 +120,12 @@ def test_summary_table_and_lossless_badge():
     assert "✓ slem: identical to AR" in badge and "✗ tli: differs from AR at token 1" in badge
     sampled = {k: _result(k, [1], temperature=1.0) for k in ("ar", "slem")}
     assert "distribution" in viz.lossless_badge(sampled) and viz.lossless(sampled) == {}
+
+
+def test_output_html_places_each_rejected_draft_after_its_round():
+    r0 = Round(0, emitted=[Emitted(1, "accepted", b"ab"), Emitted(2, "corrected", b"c")], rejected=b"XY")
+    r1 = Round(1, emitted=[Emitted(3, "bonus", b"d")], rejected=b"")
+    r2 = Round(2, emitted=[Emitted(4, "corrected", b"e")], rejected=b"Z")
+    html = viz.output_html([r0, r1, r2], legend=False)
+    order = [html.index(f">{t}</span>") for t in ("ab", "c", "XY", "d", "e", "Z")]
+    assert order == sorted(order)
