@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import torch
@@ -123,7 +124,9 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
             rnd.t_end = s.clock.since_start()
             rnd.extra["forward_seconds"] = _forward_seconds(s) - spent
             s.rounds.append(rnd)
+            paused = time.perf_counter()
             yield rnd
+            s.clock.exclude(time.perf_counter() - paused)  # a streaming consumer's time is not ours
     token_ids = s.ids[s.prompt_len:]
     metrics = summarize(s.rounds, s.prefill_seconds, prefill_forwards)
     yield Result(

@@ -59,7 +59,15 @@ class Runner:
 
     def sync_to(self, ids: list[int]) -> None:
         """Crop to the longest common prefix of the cached tokens and ``ids``."""
-        common, limit = 0, min(len(self.ids), len(ids))
-        while common < limit and self.ids[common] == ids[common]:
-            common += 1
-        self.crop(common)
+        limit = min(len(self.ids), len(ids))
+        if self.ids[:limit] == ids[:limit]:  # the usual case, compared in C
+            self.crop(limit)
+            return
+        low, high = 0, limit  # the first difference lies in [low, high)
+        while high - low > 1:
+            mid = (low + high) // 2
+            if self.ids[low:mid] == ids[low:mid]:
+                low = mid
+            else:
+                high = mid
+        self.crop(low)

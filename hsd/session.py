@@ -45,6 +45,11 @@ class Clock:
         elapsed, self.mark = now - self.mark, now
         return elapsed
 
+    def exclude(self, seconds: float) -> None:
+        """Leave time spent outside the generation (a consumer between rounds) out of every bucket."""
+        self.start += seconds
+        self.mark += seconds
+
     def since_start(self) -> float:
         return self.mark - self.start
 
@@ -63,7 +68,8 @@ class DrafterContext:
         self.retok = Retokenizer(model.tokenizer, model.vocab)
         self.ids = list(prompt_ids)
         self.gen_start = len(self.ids)
-        self.synced = 0
+        self.synced = 0  # bytes of the generated text that ids[gen_start:] spell
+        self.spelled = b""  # those bytes
 
     def prefill(self) -> None:
         if len(self.ids) > 1:
@@ -109,18 +115,23 @@ class DrafterContext:
     def sync(self, generated: bytes, drafted: list[int]) -> tuple[list[str], int]:
         """Bring ``ids`` up to the generated text; return (re-tokenization events, drafter tokens dropped)."""
         toks = self.model.vocab.tokens
-        candidates = self.ids[self.gen_start:] + drafted
-        keep, pos = 0, 0
+        if generated[:self.synced] == self.spelled:  # the usual case: the text only grew; O(drafted)
+            candidates, keep, pos = drafted, 0, self.synced
+            base = self.ids
+        else:  # the context spelled a text that was not emitted (SLRS looks ahead): walk it again
+            candidates, keep, pos = self.ids[self.gen_start:] + drafted, 0, 0
+            base = self.ids[:self.gen_start]
         for tid in candidates:
             b = toks[tid]
             if not b or generated[pos:pos + len(b)] != b:
                 break
             pos += len(b)
             keep += 1
-        base = self.ids[:self.gen_start] + candidates[:keep]
+        base = base + candidates[:keep]
         cont = self.retok.continue_ids(base, generated[pos:], rewrite=True)
         self.ids = base[:cont.n_keep] + cont.new_ids
         self.synced = len(generated) - cont.pending
+        self.spelled = generated[:self.synced]
         before = len(self.runner)
         self.runner.sync_to(self.ids)
         dropped = before - len(self.runner)
