@@ -88,6 +88,42 @@ def run(pair, algorithm, prompts, seeds, settings) -> dict:
     return out
 
 
+def psi_cost(pair, prompt: str, per_length: int = 4, max_length: int = 12, temperature: float = 1.0) -> dict:
+    """Cost of one ψ(t), from scratch (no memo), for target tokens of each byte length, after ``prompt``."""
+    from hsd.algorithms import slrs
+    from hsd.psi import Enumerator, Proposer
+    from hsd.sampling import Sampling
+    from hsd.session import DrafterContext
+    from hsd.trie import drafter_trie, target_trie
+
+    d = DrafterContext(pair.drafter, pair.drafter.tokenizer(prompt)["input_ids"])
+    d.prefill()
+    tt, dt = target_trie(pair.target.vocab, pair.target.n_logits), drafter_trie(pair.drafter.vocab, pair.drafter.n_logits)
+    by_length = defaultdict(list)
+    for t, b in enumerate(pair.target.vocab.tokens[:pair.target.n_logits]):
+        if b and len(b) <= max_length and len(by_length[len(b)]) < per_length and t in tt.node:
+            by_length[len(b)].append(t)
+    out = {}
+    for length, tokens in sorted(by_length.items()):
+        rows_paths, rows_fwd, rows_s = [], [], []
+        for t in tokens:
+            rows = slrs._Rows(d, Sampling(temperature), slrs._Budget(10**9))
+            rows.draft(())
+            enum = Enumerator(Proposer(tt, dt), rows, max_paths=200_000)
+            start = time.perf_counter()
+            try:
+                enum.psi(t)
+            except hsd.ResourceLimitError:
+                rows_paths.append(float("inf"))
+                continue
+            rows_s.append(time.perf_counter() - start)
+            rows_paths.append(enum.paths)
+            rows_fwd.append(rows.forwards)
+        out[length] = (statistics.mean(rows_paths), max(rows_paths), statistics.mean(rows_fwd or [0]),
+                       statistics.mean(rows_s or [0]))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", nargs="+", default=["bigram-bpe<-bytes", "bigram-sp<-bpe", "llama-bpe<-bytes"])
@@ -97,14 +133,23 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--psi-cost", action="store_true", help="only: cost of one ψ(t) by target-token length")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.psi_cost:
+        print("| pair | token bytes | ψ paths mean / max | ψ forwards (batched) | ψ seconds |\n|---|---|---|---|---|")
+        for name in args.pairs:
+            for length, (mean, top, fwd, sec) in psi_cost(load(name), CODE_PROMPTS[0],
+                                                            temperature=args.temperature).items():
+                print(f"| {name} | {length} | {mean:.0f} / {top:.0f} | {fwd:.1f} | {sec * 1000:.1f} ms |", flush=True)
+        return
     settings = dict(max_new_tokens=args.max_new_tokens, lookahead=args.lookahead, temperature=args.temperature,
-                    top_k=args.top_k)
+                    top_k=args.top_k, top_p=args.top_p)
     results = {}
-    print(f"temperature {args.temperature}, top_k {args.top_k}, lookahead {args.lookahead}, "
+    print(f"temperature {args.temperature}, top_k {args.top_k}, top_p {args.top_p}, lookahead {args.lookahead}, "
           f"{len(CODE_PROMPTS)} prompts x {args.seeds} seeds, {args.max_new_tokens} new tokens\n")
     print("| pair | algorithm | acceptance | τ | drafter fwd / token | tokens/s | ψ paths mean / max | "
           "ψ fwd / round | ψ time share |")
