@@ -510,7 +510,7 @@ def build() -> gr.Blocks:
                         report = gr.Markdown("Press **Check pair**.")
                     with gr.Tab("Algorithms"):
                         gr.Markdown("\n\n".join(EXPLAIN[a] for a in ALGOS if a in EXPLAIN)
-                                    + f"\n\nAll are lossless: at temperature 0 the output equals AR's token for "
+                                    + "\n\nAll are lossless: at temperature 0 the output equals AR's token for "
                                       "token (the Compare tab checks it); when sampling, the output has exactly the "
                                       "target's distribution.")
                 gr.Examples(

@@ -202,6 +202,10 @@ def _piece_text(draft: bytes, start: int, end: int) -> tuple[str, bool]:
     return "".join(out), whole
 
 
+def _emitted_text(e, specials: dict[int, str]) -> str:
+    return visible(e.text.decode("utf-8", errors="replace")) or f"⟨{specials.get(e.token, e.token)}⟩"
+
+
 def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int, str] | None = None,
                special_target: dict[int, str] | None = None) -> str:
     """One round as a three-row picture: drafter tokens, the draft string, the target's proposed tokens.
@@ -211,7 +215,7 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
     one tokenizer has. ``special_*`` name special tokens, which have no bytes (e.g. ``vocab.special_text``).
     """
     if not rnd.drafted and not rnd.proposed:
-        emitted = " ".join(_token_span(visible(e.text.decode("utf-8", errors="replace")), e.label, "") for e in rnd.emitted)
+        emitted = " ".join(_token_span(_emitted_text(e, {}), e.label, "") for e in rnd.emitted)
         return (f'<div class="hsd-round" style="font-size:1.2em">Round {rnd.index}: no draft (plain autoregressive '
                 f'step, one target forward, one token). Emitted: {emitted}</div>')
     draft = rnd.draft
@@ -231,8 +235,9 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
                 cells.append(f'<td colspan="{a - col}" style="border:none"></td>')
             bg = shade[i % 2]
             cells.append(f'<td class="{cls}" colspan="{b - a}" style="{cell};background:{bg};color:#0f172a;'
-                         f'border:1px solid #64748b;border-radius:6px;font-family:{MONO}"><div style="font-size:1.1em;font-weight:600">'
-                         f'{_esc(label_of(span))}</div><div style="font-size:0.7em;opacity:0.75">{extra_of(span)}</div></td>')
+                         f'border:1px solid #64748b;border-radius:6px;font-family:{MONO}">'
+                         f'<div style="font-size:1.1em;font-weight:600">{_esc(label_of(span))}</div>'
+                         f'<div style="font-size:0.7em;opacity:0.75">{extra_of(span)}</div></td>')
             col = b
         if col < len(cols):
             cells.append(f'<td colspan="{len(cols) - col}" style="border:none"></td>')
@@ -243,9 +248,10 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
             return _piece_text(draft, span.start, span.end)[0]
         return f"⟨{specials.get(span.id, 'special')}⟩"
 
+    drafted_symbol = "q′" if algorithm == "tli" else "q"  # what the drafter sampled each token from
     drafted_row = token_row(rnd.drafted, d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"),
                             lambda s: label(s, sd),
-                            lambda s: f"id {s.id}" + (f"<br>{'q′' if algorithm == 'tli' else 'q'} {_fmt(s.prob, 2)}" if s.prob is not None else ""))
+                            lambda s: f"id {s.id}" + ("" if s.prob is None else f"<br>{drafted_symbol} {s.prob:.2f}"))
     outcome = {id(s): (rnd.positions[i] if i < len(rnd.positions) else None) for i, s in enumerate(rnd.proposed)}
     target_row = token_row(rnd.proposed, t_place, "hsd-target-tok", ("#fef3c7", "#fde68a"),
                            lambda s: label(s, st), lambda s: f"id {s.id}")
@@ -284,8 +290,7 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
                 cells.append(f'<td colspan="{b - a}" style="{cell};font-family:{MONO}">{fn(pos)}</td>')
             col = b
         stat_rows.append("<tr>" + "".join(cells) + "</tr>")
-    emitted = "".join(_token_span(visible(e.text.decode("utf-8", errors="replace")) or f"⟨{st.get(e.token, e.token)}⟩",
-                                  e.label, LEGEND_TEXT[e.label]) for e in rnd.emitted)
+    emitted = "".join(_token_span(_emitted_text(e, st), e.label, LEGEND_TEXT[e.label]) for e in rnd.emitted)
     events = ", ".join(_esc(e) for e in rnd.events) or "none"
     costs = "".join(f" {k.replace('_', ' ')}: {v:.4g}." for k, v in rnd.extra.items()
                     if k.startswith("psi") and isinstance(v, (int, float)))
@@ -294,13 +299,15 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
     return f"""<div class="hsd-round" style="font-size:20px;line-height:1.4">
 <div style="margin-bottom:0.4em"><b>Round {rnd.index}</b>: the drafter drafted {len(rnd.drafted)} token(s);
 the target was proposed {len(rnd.proposed)} token(s) and accepted {rnd.n_accepted}.{lag}</div>
-<div style="overflow-x:auto"><table class="hsd-boundaries" style="border-collapse:separate;border-spacing:4px;border:none;margin:0">
+<div style="overflow-x:auto">
+<table class="hsd-boundaries" style="border-collapse:separate;border-spacing:4px;border:none;margin:0">
 <tr><th style="{head}">drafter tokens</th>{drafted_row}</tr>
 <tr><th style="{head}">draft string</th>{"".join(draft_cells)}</tr>
 <tr><th style="{head}">target tokens</th>{target_row}</tr>
 {"".join(stat_rows)}
 </table></div>
-<div style="margin-top:0.5em">Emitted this round: <span style="font-family:{MONO};font-size:1.2em">{emitted}</span></div>
+<div style="margin-top:0.5em">Emitted this round:
+<span style="font-family:{MONO};font-size:1.2em">{emitted}</span></div>
 <div style="font-size:0.8em;opacity:0.8;margin-top:0.3em">Red dashed line: a boundary only one tokenizer has.
 Pieces in ⟨hex⟩ are parts of a UTF-8 character. Re-tokenization events: {events}.
 Drafter tokens dropped from its cache: {rnd.drafter_dropped}.{costs} Time: {times}.</div>
@@ -482,7 +489,8 @@ def lossless_badge(results: dict[str, Result]) -> str:
             color, text = "#16a34a", f"✓ {name}: identical to AR ({len(ar.token_ids)} tokens)"
         else:
             other = results[name].token_ids
-            at = next((i for i, (x, y) in enumerate(zip(other, ar.token_ids)) if x != y), min(len(other), len(ar.token_ids)))
+            at = next((i for i, (x, y) in enumerate(zip(other, ar.token_ids)) if x != y),
+                      min(len(other), len(ar.token_ids)))
             color, text = "#dc2626", f"✗ {name}: differs from AR at token {at}"
         badges.append(f'<span class="hsd-badge hsd-lossless-{str(same).lower()}" style="display:inline-block;'
                       f'background:{color};color:white;border-radius:999px;padding:4px 14px;margin:3px;'
