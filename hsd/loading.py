@@ -21,6 +21,8 @@ from .vocab import PairVocab, Vocab
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 PRESETS: dict[str, tuple[str, str]] = {
     "tiny-code": (str(ASSETS / "tiny-code" / "target"), str(ASSETS / "tiny-code" / "drafter")),
+    # the same target with the byte-level drafter: one drafter path per string, SLRS's cheap case
+    "tiny-code-bytes": (str(ASSETS / "tiny-code" / "target"), str(ASSETS / "tiny-code" / "drafter-bytes")),
 }
 DEFAULT_PRESET = "tiny-code"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

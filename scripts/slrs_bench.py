@@ -30,10 +30,8 @@ CODE_PROMPTS = ["def fib(n):", "import os\n\nclass Config:\n    def __init__(sel
 
 
 def load(name: str) -> hsd.Pair:
-    assets = ROOT / "assets" / "tiny-code"
-    if name in ("tiny-code", "tiny-code-bytes"):
-        drafter = "drafter" if name == "tiny-code" else "drafter-bytes"
-        return hsd.load_pair(str(assets / "target"), str(assets / drafter), device="cpu")
+    if name in hsd.PRESETS:
+        return hsd.load_pair(preset=name, device="cpu")
     from builders import byte_tokenizer, bytelevel_tokenizer, correlated_bigrams, tiny_llama
     from pairs import bigram, heterogeneous
 
