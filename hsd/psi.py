@@ -126,7 +126,7 @@ class Enumerator:
                     "drafter with shorter tokens (a byte-level drafter), a drafter top_k, or raise slrs_max_paths.")
             self.paths += len(frontier)
             self.largest = max(self.largest, expanded)
-            q = self.rows([path for path, _, _ in frontier]).double()
+            q = self.rows([path for path, _, _ in frontier]).to("cpu", torch.float64)  # sums in float64
             groups: dict[int, list[int]] = {}
             for i, (_, s, _) in enumerate(frontier):
                 groups.setdefault(s, []).append(i)
