@@ -220,12 +220,24 @@ def _check_prompt(prompt: str) -> None:
                               f"{MAX_PROMPT_CHARS:,}. Shorten it.")
 
 
+def _number(name: str, value, kind):
+    """A form number as int/float; an empty or non-numeric box is a readable error, not a TypeError."""
+    try:
+        number = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise hsd.InvalidSettingError(f"{name} must be a number, got {value!r}.") from None
+    if kind is int and isinstance(value, float) and not value.is_integer():
+        raise hsd.InvalidSettingError(f"{name} must be a whole number, got {value!r}.")
+    return number
+
+
 def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt) -> dict:
     _check_prompt(prompt)
-    if not 1 <= int(max_new_tokens) <= MAX_NEW_TOKENS:
+    kw = dict(temperature=_number("temperature", temperature, float), top_k=_number("top-k", top_k, int),
+              top_p=_number("top-p", top_p, float), lookahead=_number("lookahead", lookahead, int),
+              max_new_tokens=_number("max new tokens", max_new_tokens, int), seed=_number("seed", seed, int))
+    if not 1 <= kw["max_new_tokens"] <= MAX_NEW_TOKENS:
         raise hsd.InvalidSettingError(f"max new tokens must be in 1..{MAX_NEW_TOKENS} in this app.")
-    kw = dict(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p), lookahead=int(lookahead),
-              max_new_tokens=int(max_new_tokens), seed=int(seed))
     if mode == "chat":
         kw["messages"] = [{"role": "user", "content": prompt}]
     else:

@@ -69,6 +69,9 @@ def test_check_pair_reports_compatibility_and_why_sd_is_off(model_dirs):
     (dict(temperature=-1), "InvalidSettingError"),
     (dict(lookahead=1000), "lookahead"),
     (dict(top_p=0), "top_p"),
+    (dict(top_k=None), "top-k must be a number"),
+    (dict(lookahead=2.5), "lookahead must be a whole number"),
+    (dict(max_new_tokens=10**6), "max new tokens must be in 1..1024"),
 ])
 def test_bad_input_ends_in_a_readable_message(model_dirs, change, message):
     args = dict(target=model_dirs["target"], drafter=model_dirs["drafter"], algorithm="slem", prompt="def f", **SETTINGS)
