@@ -33,6 +33,7 @@ NEEDS_DRAFTER = True
 MAX_PATHS = 4096  # default: drafter paths one ψ may expand (``slrs_max_paths``)
 MAX_FORWARDS = 1024  # default: drafter forwards one round may spend, drafting and ψ (``slrs_max_forwards``)
 BATCH = 256  # drafter paths per batched forward
+MEMO_FLOATS = 2**26  # drafter rows kept for reuse by later ψ at the same position (256 MB of float32)
 MAX_RESIDUAL_DRAWS = 100_000  # draws from p for one residual sample; the expected number is 1 / P(reject)
 
 
@@ -85,17 +86,23 @@ class _Rows:
         return q
 
     def __call__(self, paths: list[tuple]) -> torch.Tensor:
-        missing = [p for p in dict.fromkeys(paths) if p not in self.memo]
+        fresh: dict[tuple, torch.Tensor] = {}
         by_depth: dict[int, list[tuple]] = {}
-        for p in missing:
-            by_depth.setdefault(len(p), []).append(p)
+        for p in dict.fromkeys(paths):
+            if p not in self.memo:
+                by_depth.setdefault(len(p), []).append(p)
         for group in by_depth.values():
             for i in range(0, len(group), BATCH):
-                self._forward(group[i:i + BATCH])
-        return torch.stack([self.memo[p] for p in paths])
+                fresh.update(zip(group[i:i + BATCH], self._forward(group[i:i + BATCH])))
+        width = self.d.model.n_logits
+        for p, row in fresh.items():  # keep them while the memo is small; always recomputable
+            if (len(self.memo) + 1) * width > MEMO_FLOATS:
+                break
+            self.memo[p] = row
+        return torch.stack([self.memo[p] if p in self.memo else fresh[p] for p in paths])
 
     @torch.inference_mode()
-    def _forward(self, paths: list[tuple]) -> None:
+    def _forward(self, paths: list[tuple]) -> torch.Tensor:
         self.budget.spend()
         start = time.perf_counter()
         runner, model = self.d.runner, self.d.model
@@ -109,13 +116,12 @@ class _Rows:
             ids = torch.tensor([self.prefix + list(p) for p in paths], dtype=torch.long, device=runner.device)
             out = model.model(input_ids=ids, use_cache=False, logits_to_keep=1)
         q = self.sampling.probs(out.logits[:, -1, :model.n_logits])
-        for p, row in zip(paths, q):
-            self.memo[p] = row
         if runner.device.type == "cuda":
             torch.cuda.synchronize()
         self.forwards += 1
         runner.forwards += 1  # the drafter's forwards, counted where generate() and the trace read them
         runner.seconds += time.perf_counter() - start
+        return q
 
 
 @dataclass
