@@ -406,18 +406,27 @@ def _applies(pair: hsd.Pair, name: str) -> bool:
         return False
 
 
-def check_pair(target, drafter, device="auto", dtype="auto"):
-    """What will be loaded, which algorithms apply and why, and the drafter-compatibility report."""
+def check_pair(target, drafter, device="auto", dtype="auto", algorithm=None):
+    """What will be loaded, which algorithms apply and why, and the drafter-compatibility report.
+
+    Also returns the algorithm choices narrowed to those that apply (the others are listed with the reason).
+    """
     try:
         plan = plan_load(_resolve(target), _resolve(drafter), device, dtype)
         pair = get_pair(target, drafter, device, dtype)
+        usable = [a for a in ALGOS if _applies(pair, a)]
+        choices = gr.update(choices=usable, value=algorithm if algorithm in usable else _default_algorithm(usable))
         if pair.drafter is None:
-            return f"{plan}\n\nNo drafter: only **ar** runs.", "- ✅ **ar**"
+            return f"{plan}\n\nNo drafter: only **ar** runs.", "- ✅ **ar**", choices
         report = compatibility_report(pair)
         return (f"{plan}\n\n```text\n{format_report(report)}\n```\n\n{_explain_report(report)}",
-                _availability(pair))
+                _availability(pair), choices)
     except Exception as exc:
-        return _error(exc), gr.update()
+        return _error(exc), gr.update(), gr.update()
+
+
+def _default_algorithm(choices: list[str]) -> str:
+    return next((a for a in ("slem", "sd", "ar") if a in choices), choices[0])
 
 
 def _explain_report(r: dict) -> str:
@@ -448,12 +457,14 @@ def preset_changed(label):
 
 
 def describe(target, drafter, device="auto", dtype="auto"):
-    """What a pair would load (Hub metadata when reachable), before anything is downloaded."""
+    """What a pair would load (Hub metadata when reachable), before anything is downloaded; every algorithm
+    is offered again until **Check pair** narrows the choice."""
     try:
-        return (plan_load(_resolve(target), _resolve(drafter), device, dtype)
+        text = (plan_load(_resolve(target), _resolve(drafter), device, dtype)
                 + "\n\nPress **Check pair** to load it and see which algorithms apply.")
     except Exception as exc:
-        return _error(exc)
+        text = _error(exc)
+    return text, gr.update(choices=ALGOS)
 
 
 # ----------------------------------------------------------------------------- layout
@@ -540,8 +551,11 @@ def build() -> gr.Blocks:
                 )
         inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
         preset.change(preset_changed, preset, [target, drafter], api_name="preset").then(
-            describe, [target, drafter, device, dtype], availability, api_name="describe")
-        demo.load(check_pair, [target, drafter, device, dtype], [report, availability], api_visibility="private",
+            describe, [target, drafter, device, dtype], [availability, algorithm], api_name="describe")
+        for box in (target, drafter):  # a new pair: offer every algorithm until Check pair narrows them again
+            box.input(lambda: gr.update(choices=ALGOS), None, algorithm, api_visibility="private", queue=False)
+        demo.load(check_pair, [target, drafter, device, dtype, algorithm], [report, availability, algorithm],
+                  api_visibility="private",
                   concurrency_id="gpu", concurrency_limit=1)
         run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected],
                                   [status, output, round_idx, round_view, rounds_plot, state], api_name="run",
@@ -551,7 +565,8 @@ def build() -> gr.Blocks:
                                            table, csv], api_name="compare", concurrency_id="gpu",
                                           concurrency_limit=1)
         stop_btn.click(None, cancels=[run_event, compare_event], api_visibility="private")
-        check_btn.click(check_pair, [target, drafter, device, dtype], [report, availability], api_name="check",
+        check_btn.click(check_pair, [target, drafter, device, dtype, algorithm], [report, availability, algorithm],
+                        api_name="check",
                         concurrency_id="gpu", concurrency_limit=1)
         round_idx.change(show_round, [state, round_idx], round_view, api_name="round", concurrency_limit=4)
         prev_btn.click(lambda s, i: step_round(s, i, -1), [state, round_idx], round_idx, api_name="prev_round")

@@ -54,9 +54,10 @@ def test_compare_runs_every_applicable_algorithm(model_dirs):
 
 
 def test_check_pair_reports_compatibility_and_why_sd_is_off(model_dirs):
-    report, availability = app.check_pair(model_dirs["target"], model_dirs["drafter"])
+    report, availability, choices = app.check_pair(model_dirs["target"], model_dirs["drafter"], "auto", "auto", "sd")
     assert "intersection:" in report and "round-trip" in report and "What this means" in report
     assert "✅ **slem**" in availability and "⛔ **sd**: 'sd' needs a shared vocabulary" in availability
+    assert "sd" not in choices["choices"] and "tli" in choices["choices"] and choices["value"] == "slem"
 
 
 @pytest.mark.parametrize("change,message", [
@@ -136,6 +137,7 @@ def test_a_model_too_large_for_the_machine_is_refused_before_loading(model_dirs,
 
 
 def test_describe_says_what_would_be_loaded_without_loading(model_dirs):
-    text = app.describe(model_dirs["target"], model_dirs["drafter"])
+    text, choices = app.describe(model_dirs["target"], model_dirs["drafter"])
+    assert choices["choices"] == app.ALGOS
     assert ("MB of weights" in text or "already loaded" in text) and "Check pair" in text
-    assert app.describe("no-such-owner/x", "")[:1] in ("-", "⚠")  # offline: a note, never an exception
+    assert app.describe("no-such-owner/x", "")[0][:1] in ("-", "⚠")  # offline: a note, never an exception
