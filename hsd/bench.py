@@ -134,20 +134,30 @@ def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> di
         except (HsdError, PeerUnavailable) as exc:
             notes[(t, label)] = str(exc)
             log(f"  {label} T={t}: not run: {exc}")
-    for rep in range(cfg.repeats):
-        cost_samples.append(measure_costs(pair, context, 2 * cfg.lookahead + 2, cfg.cost_repeats,
-                                          prompt_ids[0], None))
-        for t, label in plan:
-            if (t, label) in notes:
-                continue
-            for i, (prompt, ids) in enumerate(zip(prompts, prompt_ids)):
-                out = _run_once(pair, peer, label, prompt, ids, cfg, t, cfg.seed + i)
-                runs.setdefault((t, label, i), []).append(out)
-        log(f"  repeat {rep + 1}/{cfg.repeats} done")
+    completed = 0
+    try:
+        for rep in range(cfg.repeats):
+            cost_samples.append(measure_costs(pair, context, 2 * cfg.lookahead + 2, cfg.cost_repeats,
+                                              prompt_ids[0], None))
+            for t, label in plan:
+                if (t, label) in notes:
+                    continue
+                for i, (prompt, ids) in enumerate(zip(prompts, prompt_ids)):
+                    out = _run_once(pair, peer, label, prompt, ids, cfg, t, cfg.seed + i)
+                    runs.setdefault((t, label, i), []).append(out)
+            completed += 1
+            log(f"  repeat {rep + 1}/{cfg.repeats} done")
+    except KeyboardInterrupt:  # a time limit (SIGINT): report what is complete
+        if completed:  # drop the unfinished repeat, so every row has the same prompts and repeats
+            runs = {key: reps[:completed] for key, reps in runs.items()}
+        log(f"  interrupted after {completed} complete repeat(s); reporting those")
+    if not cost_samples or not runs:
+        raise HsdError("The benchmark was interrupted before any run finished.")
     costs = _median_costs(cost_samples)
     per_prompt = _per_prompt(runs, costs)
     rows = _rows(per_prompt, plan, notes, cfg, len(prompts))
-    return {"rows": rows, "per_prompt": per_prompt, "costs": costs.to_dict(), "config": asdict(cfg),
+    return {"rows": rows, "per_prompt": per_prompt, "costs": costs.to_dict(),
+            "config": {**asdict(cfg), "completed_repeats": completed},
             "machine": machine_info(pair), "pair": {"target": pair.target.name,
                                                     "drafter": pair.drafter.name if pair.drafter else None}}
 
@@ -193,6 +203,12 @@ def _pooled_positions(round_counts: list[tuple[int, int, int]]) -> list[float]:
 
 def _rows(per_prompt: list[dict], plan, notes, cfg: BenchConfig, n_prompts: int) -> list[dict]:
     keep = set(range(n_prompts))
+    for t, label in plan:  # after an interruption: only prompts every row that ran has finished
+        done = {p["prompt"] for p in per_prompt if p["temperature"] == t and p["row"] == label}
+        if done:
+            keep &= done
+        elif (t, label) not in notes:
+            notes[(t, label)] = "not reached before the run was interrupted"
     if cfg.min_new_tokens:  # the paper's filter: drop a prompt if any row made too few tokens on it
         keep -= {p["prompt"] for p in per_prompt if p["new_tokens"] < cfg.min_new_tokens}
     rows = []
@@ -264,16 +280,20 @@ def run_scale(pair: Pair, prompts: list[str], cfg: BenchConfig, new_tokens: list
                for L in prompt_tokens if L + cfg.max_new_tokens <= limit]
     t = cfg.temperatures[0]
     out = []
-    for label in cfg.algorithms:
-        _run_once(pair, None, label, prompts[0], [], cfg, t, cfg.seed, 16)  # warm-up
-        for axis, x, prompt, n in points:
-            reps = [_run_once(pair, None, label, prompt, [], cfg, t, cfg.seed, n)["metrics"] for _ in range(cfg.repeats)]
-            tpot = statistics.median(r["tpot_s"] or float("nan") for r in reps)
-            out.append({"algorithm": label, "temperature": t, "axis": axis, "x": x,
-                        "new_tokens": reps[0]["new_tokens"], "tpot_ms": tpot * 1e3,
-                        "tokens_per_s": 1 / tpot if tpot == tpot else None,
-                        "ttft_ms": 1e3 * statistics.median(r["ttft_s"] for r in reps)})
-        log(f"  scale {label} done")
+    try:
+        for label in cfg.algorithms:
+            _run_once(pair, None, label, prompts[0], [], cfg, t, cfg.seed, 16)  # warm-up
+            for axis, x, prompt, n in points:
+                reps = [_run_once(pair, None, label, prompt, [], cfg, t, cfg.seed, n)["metrics"]
+                        for _ in range(cfg.repeats)]
+                tpot = statistics.median(r["tpot_s"] or float("nan") for r in reps)
+                out.append({"algorithm": label, "temperature": t, "axis": axis, "x": x,
+                            "new_tokens": reps[0]["new_tokens"], "tpot_ms": tpot * 1e3,
+                            "tokens_per_s": 1 / tpot if tpot == tpot else None,
+                            "ttft_ms": 1e3 * statistics.median(r["ttft_s"] for r in reps)})
+            log(f"  scale {label} done")
+    except KeyboardInterrupt:  # a time limit: keep the points measured so far
+        log(f"  scale interrupted after {len(out)} points")
     return out
 
 

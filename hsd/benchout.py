@@ -5,10 +5,10 @@ Every output carries the machine line (:func:`hsd.bench.machine_line`).
 
 from __future__ import annotations
 
+import csv
 import json
+import logging
 from pathlib import Path
-
-import pandas as pd
 
 #: (column, header, format) of the printed and markdown table
 TABLE = [
@@ -35,12 +35,14 @@ def markdown_table(rows: list[dict], columns=TABLE) -> str:
     return "\n".join(lines)
 
 
-def _flat(rows: list[dict]) -> pd.DataFrame:
-    df = pd.DataFrame(rows)
-    for col in df.columns:
-        if df[col].map(lambda v: isinstance(v, (list, dict))).any():
-            df[col] = df[col].map(json.dumps)
-    return df
+def write_csv(rows: list[dict], path: Path) -> None:
+    """Rows as CSV; lists (per-position acceptance) as JSON in their cell."""
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in r.items()})
 
 
 def figures(report: dict) -> dict:
@@ -98,6 +100,7 @@ def save_figure(fig, path: Path, png: bool) -> list[str]:
     fig.write_html(path.with_suffix(".html"), include_plotlyjs="cdn")
     written = [path.with_suffix(".html").name]
     if png:
+        logging.getLogger("choreographer").setLevel(logging.CRITICAL)  # kaleido's browser chatter
         try:
             fig.write_image(path.with_suffix(".png"), width=1100, height=fig.layout.height or 450, scale=1)
             written.append(path.with_suffix(".png").name)
@@ -106,22 +109,15 @@ def save_figure(fig, path: Path, png: bool) -> list[str]:
     return written
 
 
-def write_report(report: dict, out: Path, png: bool = True) -> list[str]:
+def _markdown(report: dict) -> str:
     from .bench import machine_line
 
-    out.mkdir(parents=True, exist_ok=True)
-    _flat(report["rows"]).to_csv(out / "results.csv", index=False)
-    pp = [{k: v for k, v in p.items() if k not in ("token_ids", "round_counts")} for p in report["per_prompt"]]
-    _flat(pp).to_csv(out / "per_prompt.csv", index=False)
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
-    written = ["results.csv", "per_prompt.csv", "report.json"]
-    for name, fig in figures(report).items():
-        written += save_figure(fig, out / name, png)
     cfg = report["config"]
     md = [f"**Machine:** {machine_line(report['machine'])}", "",
           f"**Pair:** `{report['pair']['target']}` ← `{report['pair']['drafter']}`; prompts `{cfg['prompts']}` "
           f"({cfg['num_prompts']}), max_new_tokens {cfg['max_new_tokens']}, lookahead {cfg['lookahead']}, "
-          f"{cfg['warmups']} warm-up(s) per row, median of {cfg['repeats']} repeats, seed {cfg['seed']}+prompt index", "",
+          f"{cfg['warmups']} warm-up(s) per row, median of {cfg.get('completed_repeats', cfg['repeats'])} repeats, "
+          f"seed {cfg['seed']}+prompt index", "",
           markdown_table(report["rows"]), "",
           "Per-forward costs (median ms, KV cache holding "
           f"{report['costs']['context']} tokens): " + ", ".join(
@@ -130,10 +126,31 @@ def write_report(report: dict, out: Path, png: bool = True) -> list[str]:
               f"{r['algorithm']} T={r['temperature']:g}: " + " ".join(f"{a:.2f}" for a in r["per_position_acceptance"])
               for r in report["rows"] if r.get("per_position_acceptance"))]
     if report.get("scale"):
-        _flat(report["scale"]).to_csv(out / "scale.csv", index=False)
-        written += ["scale.csv"] + save_figure(scale_figure(report["scale"], report), out / "scale", png)
         md += ["", markdown_table(report["scale"], [("algorithm", "algorithm", "s"), ("axis", "axis", "s"),
                                                     ("x", "x", "d"), ("new_tokens", "new tok", "d"),
                                                     ("tpot_ms", "TPOT ms", ".2f"), ("ttft_ms", "TTFT ms", ".1f")])]
-    (out / "results.md").write_text("\n".join(md) + "\n", encoding="utf-8")
-    return written + ["results.md"]
+    return "\n".join(md) + "\n"
+
+
+def write_report(report: dict, out: Path, png: bool = True) -> list[str]:
+    """Tables first (CSV, JSON, markdown), figures last: a run cut short after the data still leaves it."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(report["rows"], out / "results.csv")
+    write_csv([{k: v for k, v in p.items() if k not in ("token_ids", "round_counts")} for p in report["per_prompt"]],
+              out / "per_prompt.csv")
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    (out / "results.md").write_text(_markdown(report), encoding="utf-8")
+    written = ["results.csv", "per_prompt.csv", "report.json", "results.md"]
+    if report.get("scale"):
+        write_csv(report["scale"], out / "scale.csv")
+        written.append("scale.csv")
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        print("  plotly is not installed: no figures")
+        return written
+    for name, fig in figures(report).items():
+        written += save_figure(fig, out / name, png)
+    if report.get("scale"):
+        written += save_figure(scale_figure(report["scale"], report), out / "scale", png)
+    return written
