@@ -38,6 +38,10 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 
 BYTE_DECODER = {c: b for b, c in _bytes_to_unicode().items()}
+# Fast path for byte-level tokens: translate each alphabet character to the Latin-1 character of its
+# byte, then encode as Latin-1; a token with a character outside the alphabet has no bytes.
+_BYTELEVEL_TRANSLATE = {ord(c): b for c, b in BYTE_DECODER.items()}
+_BYTELEVEL_TOKEN = re.compile("[" + re.escape("".join(BYTE_DECODER)) + "]+")
 
 
 def _component_types(node) -> set[str]:
@@ -54,16 +58,29 @@ def _component_types(node) -> set[str]:
     return found
 
 
+def _component_spec(component) -> dict | None:
+    """The JSON description of one tokenizers component (decoder, pre-tokenizer, normalizer, model).
+
+    Serializes only that component: ``backend.to_str()`` would serialize the whole vocabulary and
+    merges too, seconds for a 150k vocabulary.
+    """
+    if component is None:
+        return None
+    try:
+        return json.loads(component.__getstate__())
+    except Exception:  # noqa: BLE001 - an exotic component without JSON state
+        return {"type": type(component).__name__}
+
+
 def detect_scheme(tokenizer) -> tuple[str, str]:
     """Return ``(scheme, space_marker)``, scheme in ``bytelevel``, ``sentencepiece``, ``wordpiece``, ``plain``."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         vocab = tokenizer.get_vocab()
         return ("sentencepiece", "▁") if any("▁" in t for t in list(vocab)[:2000]) else ("plain", "")
-    spec = json.loads(backend.to_str())
-    decoder_types = _component_types(spec.get("decoder"))
-    pre_types = _component_types(spec.get("pre_tokenizer"))
-    model_type = (spec.get("model") or {}).get("type", "")
+    decoder_types = _component_types(_component_spec(backend.decoder))
+    pre_types = _component_types(_component_spec(backend.pre_tokenizer))
+    model_type = type(backend.model).__name__
     if "ByteLevel" in decoder_types or ("ByteLevel" in pre_types and "Metaspace" not in decoder_types):
         return "bytelevel", "Ġ"
     if model_type == "WordPiece" or "WordPiece" in decoder_types:
@@ -75,10 +92,9 @@ def detect_scheme(tokenizer) -> tuple[str, str]:
 
 def _token_to_bytes(token: str, scheme: str, marker: str) -> bytes | None:
     if scheme == "bytelevel":
-        try:
-            return bytes(BYTE_DECODER[c] for c in token)
-        except KeyError:
-            return None
+        if not _BYTELEVEL_TOKEN.fullmatch(token):
+            return b"" if token == "" else None
+        return token.translate(_BYTELEVEL_TRANSLATE).encode("latin-1")
     if scheme == "sentencepiece":
         m = _BYTE_FALLBACK.match(token)
         if m:
@@ -87,6 +103,47 @@ def _token_to_bytes(token: str, scheme: str, marker: str) -> bytes | None:
     if scheme == "wordpiece":
         return token[2:].encode("utf-8") if token.startswith("##") else (" " + token).encode("utf-8")
     return token.encode("utf-8")
+
+
+def _bytelevel_bulk(strings: list[str | None], skip) -> list[bytes | None] | None:
+    """Byte-level bytes of every string at once (``_token_to_bytes`` per token costs ~1 s for 150k).
+
+    One alphabet character is one byte, so the translated concatenation is cut at the cumulative
+    character lengths. Returns ``None`` when some string is not in the alphabet (then convert one
+    by one, which marks exactly those tokens undetermined).
+    """
+    present = ["" if s is None or i in skip else s for i, s in enumerate(strings)]
+    joined = "".join(present)
+    if joined and not _BYTELEVEL_TOKEN.fullmatch(joined):
+        return None
+    data = joined.translate(_BYTELEVEL_TRANSLATE).encode("latin-1")
+    out: list[bytes | None] = []
+    pos = 0
+    for s, text in zip(strings, present):
+        end = pos + len(text)
+        out.append(None if s is None else data[pos:end])
+        pos = end
+    return out
+
+
+def _token_strings(tokenizer, n: int) -> list[str | None]:
+    """The token string of every id below ``n`` (``None`` for a gap), like ``convert_ids_to_tokens``.
+
+    For a fast tokenizer, two bulk calls into the Rust backend instead of one call per id (which
+    costs about a second for a 150k vocabulary). Added tokens override the model's entry for their
+    id, as ``id_to_token`` does.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return tokenizer.convert_ids_to_tokens(list(range(n)))
+    strings: list[str | None] = [None] * n
+    for token, i in backend.get_vocab(with_added_tokens=False).items():
+        if 0 <= i < n:
+            strings[i] = token
+    for i, added in backend.get_added_tokens_decoder().items():
+        if 0 <= i < n:
+            strings[i] = added.content
+    return strings
 
 
 @dataclass
@@ -110,12 +167,13 @@ class Vocab:
     def from_tokenizer(cls, tokenizer, eos_ids=None) -> "Vocab":
         scheme, marker = detect_scheme(tokenizer)
         n = len(tokenizer)
-        strings = tokenizer.convert_ids_to_tokens(list(range(n)))
+        strings = _token_strings(tokenizer, n)
         added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
         special = set(int(i) for i in tokenizer.all_special_ids if i is not None and 0 <= i < n)
         special |= {int(i) for i, tok in added.items() if getattr(tok, "special", False) and i < n}
         tokens: list[bytes | None] = []
         undetermined = 0
+        converted = _bytelevel_bulk(strings, special | set(added)) if scheme == "bytelevel" else None
         for i, s in enumerate(strings):
             if i in special:
                 tokens.append(None)
@@ -125,7 +183,7 @@ class Vocab:
                 tokens.append(None)
                 undetermined += 1
             else:
-                b = _token_to_bytes(s, scheme, marker)
+                b = converted[i] if converted is not None else _token_to_bytes(s, scheme, marker)
                 undetermined += b is None
                 tokens.append(b)
         if eos_ids is None:
