@@ -422,7 +422,8 @@ def check_pair(target, drafter, device="auto", dtype="auto", algorithm=None):
         return (f"{plan}\n\n```text\n{format_report(report)}\n```\n\n{_explain_report(report)}",
                 _availability(pair), choices)
     except Exception as exc:
-        return _error(exc), gr.update(), gr.update()
+        message = _error(exc)
+        return message, message, gr.update()
 
 
 def _default_algorithm(choices: list[str]) -> str:
