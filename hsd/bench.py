@@ -243,7 +243,8 @@ def _rows(per_prompt: list[dict], plan, notes, cfg: BenchConfig, n_prompts: int)
 
 
 def _relative(rows: list[dict], per_prompt: list[dict], keep: set) -> None:
-    """Speedup against hsd's AR (and the peer's own AR), and greedy token identity with hsd's AR."""
+    """Speedup against hsd's AR (and the peer's own AR), hsd's tokens/s over the peer's for the same
+    algorithm, and greedy token identity with hsd's AR."""
     def tokens(t, label):
         return {p["prompt"]: p["token_ids"] for p in per_prompt if p["temperature"] == t and p["row"] == label}
 
@@ -253,6 +254,8 @@ def _relative(rows: list[dict], per_prompt: list[dict], keep: set) -> None:
         for key, base in (("speedup", "ar"), ("speedup_vs_own_ar", "hf-ar" if row["implementation"] == "transformers" else "ar")):
             b = by.get(base, {}).get("tokens_per_s")
             row[key] = row["tokens_per_s"] / b if row.get("tokens_per_s") and b else None
+        peer = by.get(PEER_OF.get(row["algorithm"], ""), {}).get("tokens_per_s")
+        row["vs_transformers"] = row["tokens_per_s"] / peer if row.get("tokens_per_s") and peer else None
         if t == 0 and row["algorithm"] != "ar" and "tokens_per_s" in row:
             ref, mine = tokens(0, "ar"), tokens(0, row["algorithm"])
             same = sum(ref.get(i) == mine.get(i) for i in keep if i in mine)

@@ -14,7 +14,8 @@ from pathlib import Path
 TABLE = [
     ("temperature", "T", "g"), ("algorithm", "algorithm", "s"), ("prompts", "n", "d"),
     ("new_tokens", "new tok", ".0f"), ("ttft_ms", "TTFT ms", ".1f"), ("tpot_ms", "TPOT ms", ".2f"),
-    ("tokens_per_s", "tok/s", ".1f"), ("speedup", "speedup", ".2f"), ("tau", "τ", ".2f"),
+    ("tokens_per_s", "tok/s", ".1f"), ("speedup", "speedup", ".2f"), ("speedup_vs_own_ar", "vs own AR", ".2f"),
+    ("vs_transformers", "vs HF", ".2f"), ("tau", "τ", ".2f"),
     ("acceptance_rate", "accept", ".1%"), ("target_forwards_per_token", "tgt fw/tok", ".2f"),
     ("drafter_forwards_per_token", "drf fw/tok", ".2f"), ("ideal_tokens_per_s", "ideal tok/s", ".1f"),
     ("efficiency", "efficiency", ".2f"), ("greedy_equals_ar", "= AR", "s"), ("note", "note", "s"),

@@ -125,7 +125,8 @@ class Peer:
             torch.cuda.synchronize()
         total = time.perf_counter() - streamer.start
         tokens = out[0, len(prompt_ids):].tolist()
-        return PeerResult(tokens, _metrics(streamer, total, drafted, algorithm), _rounds(streamer, drafted))
+        rounds = _rounds(streamer, drafted, self.lookahead if algorithm == "hf-slem" else None)
+        return PeerResult(tokens, _metrics(streamer, total, rounds), rounds)
 
 
 def _counting(original, drafted: list[int]):
@@ -146,17 +147,18 @@ def _counting(original, drafted: list[int]):
     return wrapper
 
 
-def _rounds(streamer: _Streamer, drafted: list[int]) -> list[tuple[int, int, int]]:
+def _rounds(streamer: _Streamer, drafted: list[int], drafter_steps: int | None) -> list[tuple[int, int, int]]:
+    """(drafter steps, proposed target tokens, emitted) per round. TLI drafts one drafter token per target
+    candidate; SLEM runs ``num_assistant_tokens`` drafter steps, whatever number of target candidates they spell."""
     if not drafted:  # AR: one token per target forward
         return [(0, 0, s) for s in streamer.sizes]
-    return [(d, d, s) for d, s in zip(drafted, streamer.sizes)]
+    return [((drafter_steps if d else 0) if drafter_steps else d, d, s) for d, s in zip(drafted, streamer.sizes)]
 
 
-def _metrics(streamer: _Streamer, total: float, drafted: list[int], algorithm: str) -> dict:
+def _metrics(streamer: _Streamer, total: float, rounds: list[tuple[int, int, int]]) -> dict:
     n = sum(streamer.sizes)
     ttft = streamer.times[0] if streamer.times else None
     tpot = (total - ttft) / (n - 1) if n > 1 and ttft is not None else None
-    rounds = _rounds(streamer, drafted)
     proposed = sum(r[1] for r in rounds)
     accepted = sum(min(r[2] - 1, r[1]) for r in rounds)
     depth = max((r[1] for r in rounds), default=0)
