@@ -39,8 +39,10 @@ LOCK_TIMEOUT_S = 600
 HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 PAPER = "https://arxiv.org/abs/2502.05202"
 EMBEDDED = "tiny-code (embedded, offline, CPU)"
+BYTES = "tiny-code-bytes (embedded target, byte-level drafter: SLRS at its cheapest)"
 PAIRS = {  # label -> (target, drafter); the embedded pair first: the first click works offline on a CPU
     EMBEDDED: ("assets/tiny-code/target", "assets/tiny-code/drafter"),
+    BYTES: ("assets/tiny-code/target", "assets/tiny-code/drafter-bytes"),
     "gemma-2-9b-it ← vicuna-68m (paper, text)": ("google/gemma-2-9b-it", "double7/vicuna-68m"),
     "CodeLlama-13b-Instruct ← tiny_starcoder_py (paper, code)": ("codellama/CodeLlama-13b-Instruct-hf",
                                                                  "bigcode/tiny_starcoder_py"),
@@ -542,13 +544,15 @@ def build() -> gr.Blocks:
                         [EMBEDDED, *PAIRS[EMBEDDED], "def fibonacci(n):\n", "slem", 0, 5, 96],
                         [EMBEDDED, *PAIRS[EMBEDDED], "import os\n\n\ndef read_lines(path):\n", "tli", 1.0, 5, 96],
                         [EMBEDDED, *PAIRS[EMBEDDED], "class Stack:\n    def __init__(self):\n", "slem", 0.8, 8, 96],
+                        [BYTES, *PAIRS[BYTES], "def fibonacci(n):\n", "slrs" if "slrs" in ALGOS else "slem", 1.0, 5, 64],
                         ["Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)",
                          *PAIRS["Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"],
                          "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64],
                     ],
                     inputs=[preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens],
                     label="Examples: greedy code completion (SLEM), sampling where TLI accepts more than SLEM, "
-                          "a long lookahead, and a bad drafter (needs a GPU and a Hub token)",
+                          "a long lookahead, SLRS with a byte-level drafter, and a bad drafter (needs a GPU and a "
+                          "Hub token)",
                 )
         inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
         preset.change(preset_changed, preset, [target, drafter], api_name="preset").then(
