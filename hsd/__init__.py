@@ -9,14 +9,14 @@
 from .errors import (GatedModelError, HsdError, IncompatiblePairError, InvalidSettingError, ModelNotFoundError,
                      NotCausalLMError, PromptError, ResourceLimitError, TokenizerMissingError)
 from .generate import check_algorithm, generate, stream
-from .loading import PRESETS, Model, Pair, clear_cache, load_model, load_pair
+from .loading import PRESETS, Model, Pair, clear_cache, is_loaded, load_model, load_pair
 from .trace import Emitted, Position, Result, Round, Span
 from .vocab import PairVocab, Vocab
 
 __all__ = [
     "GatedModelError", "HsdError", "IncompatiblePairError", "InvalidSettingError", "ModelNotFoundError",
     "NotCausalLMError", "PromptError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
-    "stream", "PRESETS", "Model", "Pair", "clear_cache", "load_model", "load_pair", "Emitted", "Position", "Result",
+    "stream", "PRESETS", "Model", "Pair", "clear_cache", "is_loaded", "load_model", "load_pair", "Emitted", "Position", "Result",
     "Round", "Span", "PairVocab", "Vocab",
 ]
 __version__ = "0.1.0"

@@ -132,8 +132,24 @@ class Pair:
 _CACHE: "OrderedDict[tuple, Model]" = OrderedDict()
 
 
+_PAIRS: "OrderedDict[tuple[int, int], Pair]" = OrderedDict()
+
+
 def clear_cache() -> None:
     _CACHE.clear()
+    _PAIRS.clear()
+
+
+def is_loaded(name: str, *, device: str = "auto", dtype: str = "auto", device_map: str | None = None,
+              trust_remote_code: bool = False, revision: str | None = None) -> bool:
+    """Whether :func:`load_model` with these arguments would be answered from the cache."""
+    return _cache_key(name, revision, device, dtype, device_map, trust_remote_code) in _CACHE
+
+
+def _cache_key(name, revision, device, dtype, device_map, trust_remote_code) -> tuple:
+    name = str(Path(name).expanduser()) if _is_local(name) else name.strip()
+    dev = resolve_device(device)
+    return (name, revision, str(dev), str(resolve_dtype(dtype, dev)), device_map, trust_remote_code)
 
 
 def _is_local(name: str) -> bool:
@@ -181,10 +197,9 @@ def load_model(name: str, *, device: str = "auto", dtype: str = "auto", device_m
 
     if not isinstance(name, str) or not name.strip():
         raise ModelNotFoundError("No model given: pass a Hugging Face Hub id (owner/name) or a local directory.")
-    name = str(Path(name).expanduser()) if _is_local(name) else name.strip()
-    dev = resolve_device(device)
+    key = _cache_key(name, revision, device, dtype, device_map, trust_remote_code)
+    name, dev = key[0], resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
-    key = (name, revision, str(dev), str(torch_dtype), device_map, trust_remote_code)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
@@ -239,4 +254,10 @@ def load_pair(target: str | None = None, drafter: str | None = None, *, preset: 
     kw = dict(device=device, dtype=dtype, trust_remote_code=trust_remote_code, token=token)
     t = load_model(target, device_map=device_map, **kw)
     d = load_model(drafter, **kw) if drafter else None
-    return Pair(t, d)
+    key = (id(t), id(d))  # the same loaded models give the same Pair, so its vocabulary maps are built once
+    if key not in _PAIRS or _PAIRS[key].target is not t or _PAIRS[key].drafter is not d:
+        _PAIRS[key] = Pair(t, d)
+    _PAIRS.move_to_end(key)
+    while len(_PAIRS) > MAX_CACHED_MODELS:
+        _PAIRS.popitem(last=False)
+    return _PAIRS[key]

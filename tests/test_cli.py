@@ -46,3 +46,11 @@ def test_load_pair_offline_from_directories_is_cached_and_unmodified(model_dirs)
 
 def torch_equal(a, b):
     return a.shape == b.shape and bool((a == b).all())
+
+
+def test_load_pair_returns_the_cached_pair_and_reports_what_is_loaded(model_dirs):
+    a = hsd.load_pair(model_dirs["target"], model_dirs["drafter"], device="cpu")
+    b = hsd.load_pair(model_dirs["target"], model_dirs["drafter"], device="cpu")
+    assert a is b and a.vocab is b.vocab
+    assert hsd.is_loaded(model_dirs["target"], device="cpu")
+    assert not hsd.is_loaded(model_dirs["target"], device="cpu", dtype="float16")
