@@ -282,3 +282,34 @@ def test_limits_raise_a_clear_error_instead_of_approximating():
         hsd.generate(pair, PROMPT, algorithm="slrs", max_new_tokens=8, lookahead=4, slrs_max_forwards=2)
     with pytest.raises(hsd.InvalidSettingError, match="only to algorithm='slrs'"):
         hsd.generate(pair, PROMPT, algorithm="slem", slrs_max_paths=10)
+
+
+# --- real tokenizers (slow: run with -m slow) -------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", range(8))
+def test_greedy_identity_on_real_tokenizer_pairs(index):
+    """The real-tokenizer pairs of tests/realtok.py, with their random drafter and with the oracle drafter
+    of tests/test_real_tokenizers.py (which drafts the target's own text, so most drafts are accepted)."""
+    import realtok
+
+    pair = realtok.PAIRS[index]
+    if {pair.target, pair.drafter} - set(realtok.available()):
+        pytest.skip(f"real vocabulary files missing: run `{realtok.FETCH_COMMAND}`")
+    import test_real_tokenizers as rt
+
+    oracle, lm = rt.oracle_pair(pair)
+    mismatches, accepted, emitted = [], 0, 0
+    for i, prompt in enumerate(rt.prompts_for(index)[:20]):
+        ref = rt.ar_reference(pair, prompt)
+        drafter_prompt, _ = rt.encode_prompt(oracle.drafter, prompt, None)
+        lm.reference = oracle.drafter.vocab.text_of(drafter_prompt) + oracle.target.vocab.text_of(ref.token_ids)
+        lm.ends_with_eos = ref.stop_reason == "eos"
+        for p in (rt.loaded(pair), oracle):
+            res = hsd.generate(p, prompt, algorithm="slrs", max_new_tokens=rt.MAX_NEW, lookahead=i % 8 + 1)
+            if res.token_ids != ref.token_ids or res.stop_reason != ref.stop_reason:
+                mismatches.append((p.drafter.name, prompt, ref.token_ids, res.token_ids))
+        accepted += res.metrics["accepted"]
+        emitted += len(res.token_ids)
+    assert not mismatches, mismatches[:3]
+    assert accepted / emitted > 0.4  # the oracle's drafts are mostly accepted
