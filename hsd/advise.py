@@ -94,7 +94,7 @@ def advise(pair: Pair, prompts: list[str], *, temperature: float = 0.0, algorith
             skipped[a] = str(exc)
     ids = [encode_prompt(pair.target, p, None)[0] for p in prompts]
     context = int(statistics.mean(len(i) for i in ids) + max_new_tokens / 2)
-    costs = measure_costs(pair, context, 2 * CALIBRATION_LOOKAHEAD + 2, 10, ids[0])
+    costs = measure_costs(pair, context, 2 * CALIBRATION_LOOKAHEAD + 2, 15, ids[0])[0]
     generate(pair, prompts[0], algorithm="ar", max_new_tokens=16)  # warm-up
     ar = _calibrate(pair, prompts, "ar", temperature, max_new_tokens, seed, costs)
     ar_tps = 1.0 / (costs.verify_cost(1) + ar["o_round_ms"] / 1e3)

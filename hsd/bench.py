@@ -7,7 +7,9 @@ tokens/s; speedup = tokens/s ÷ tokens/s of hsd's AR at the same temperature in 
 runs ``repeats`` times (rows interleaved, so machine load drifts over all rows alike) after ``warmups``
 untimed calls per row; per prompt the median TTFT and TPOT count. τ (tokens per target forward),
 acceptance and per-position acceptance are pooled over all rounds of a row. The limit and efficiency
-columns are defined in :mod:`hsd.costs`; the peer rows (``hf-*``) in :mod:`hsd.peer`.
+columns are defined in :mod:`hsd.costs`; the peer rows (``hf-*``) in :mod:`hsd.peer`. "Outside fw" is
+hsd's own in-loop measure: the share of round time not spent inside model forwards (its trace's
+``overhead_share``, median over prompts), which machine load affects far less than the limit does.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import json
 import os
 import platform
 import statistics
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from .costs import Costs, ideal_decode_seconds, measure_costs, round_counts
+from .costs import Costs, ideal_call_seconds, ideal_decode_seconds, measure_costs, round_counts
 from .errors import HsdError, InvalidSettingError
 from .generate import encode_prompt, generate
 from .loading import ASSETS, Pair
@@ -108,12 +111,15 @@ def row_labels(algorithms: list[str], temperature: float, peer: bool) -> list[st
 def _run_once(pair: Pair, peer: Peer | None, label: str, prompt: str, prompt_ids: list[int], cfg: BenchConfig,
               temperature: float, seed: int, max_new_tokens: int | None = None) -> dict:
     n = max_new_tokens or cfg.max_new_tokens
+    start_cpu = time.thread_time()
     if label.startswith("hf-"):
         res = peer.generate(label, prompt_ids, max_new_tokens=n, temperature=temperature, seed=seed)
-        return {"metrics": res.metrics, "rounds": res.rounds, "token_ids": res.token_ids}
+        return {"metrics": res.metrics, "rounds": res.rounds, "token_ids": res.token_ids,
+                "cpu_s": time.thread_time() - start_cpu}
     res = generate(pair, prompt, algorithm=label, max_new_tokens=n, temperature=temperature,
                    lookahead=cfg.lookahead, seed=seed)
-    return {"metrics": res.metrics, "rounds": round_counts(res, label), "token_ids": res.token_ids}
+    return {"metrics": res.metrics, "rounds": round_counts(res, label), "token_ids": res.token_ids,
+            "cpu_s": time.thread_time() - start_cpu, "outside_forwards": res.metrics.get("overhead_share")}
 
 
 def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> dict:
@@ -122,8 +128,9 @@ def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> di
     prompt_ids = [encode_prompt(pair.target, p, None)[0] for p in prompts]
     notes: dict[tuple, str] = {}
     runs: dict[tuple, list[dict]] = {}
-    cost_samples: list[Costs] = []
-    context = int(statistics.mean(len(i) for i in prompt_ids) + cfg.max_new_tokens / 2)
+    cost_samples: list[tuple[Costs, Costs]] = []
+    mean_prompt = int(statistics.mean(len(i) for i in prompt_ids))
+    context = int(mean_prompt + cfg.max_new_tokens / 2)
     plan = [(t, label) for t in cfg.temperatures for label in row_labels(cfg.algorithms, t, peer is not None)]
     for t, label in plan:  # refusals first, then warm-ups
         try:
@@ -138,7 +145,7 @@ def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> di
     try:
         for rep in range(cfg.repeats):
             cost_samples.append(measure_costs(pair, context, 2 * cfg.lookahead + 2, cfg.cost_repeats,
-                                              prompt_ids[0], None))
+                                              prompt_ids[0], mean_prompt))
             for t, label in plan:
                 if (t, label) in notes:
                     continue
@@ -153,22 +160,17 @@ def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> di
         log(f"  interrupted after {completed} complete repeat(s); reporting those")
     if not cost_samples or not runs:
         raise HsdError("The benchmark was interrupted before any run finished.")
-    costs = _median_costs(cost_samples)
-    per_prompt = _per_prompt(runs, costs)
+    costs = Costs.median([c[0] for c in cost_samples])
+    cpu_costs = Costs.median([c[1] for c in cost_samples])
+    per_prompt = _per_prompt(runs, costs, cpu_costs)
     rows = _rows(per_prompt, plan, notes, cfg, len(prompts))
-    return {"rows": rows, "per_prompt": per_prompt, "costs": costs.to_dict(),
+    return {"rows": rows, "per_prompt": per_prompt, "costs": {**costs.to_dict(), **cpu_costs.to_dict("_cpu")},
             "config": {**asdict(cfg), "completed_repeats": completed},
             "machine": machine_info(pair), "pair": {"target": pair.target.name,
                                                     "drafter": pair.drafter.name if pair.drafter else None}}
 
 
-def _median_costs(samples: list[Costs]) -> Costs:
-    draft = [c.draft for c in samples if c.draft is not None]
-    verify = {n: statistics.median(c.verify[n] for c in samples) for n in samples[0].verify}
-    return Costs(statistics.median(draft) if draft else None, verify, samples[0].context)
-
-
-def _per_prompt(runs: dict, costs: Costs) -> list[dict]:
+def _per_prompt(runs: dict, costs: Costs, cpu_costs: Costs) -> list[dict]:
     out = []
     for (t, label, i), reps in runs.items():
         m = reps[0]["metrics"]
@@ -183,8 +185,16 @@ def _per_prompt(runs: dict, costs: Costs) -> list[dict]:
             "round_counts": reps[0]["rounds"], "target_forwards": m["target_forwards"],
             "drafter_forwards": m["drafter_forwards"], "token_ids": reps[0]["token_ids"],
             "same_tokens_across_repeats": all(r["token_ids"] == reps[0]["token_ids"] for r in reps),
+            "outside_forwards": _median_or_none([r.get("outside_forwards") for r in reps]),
+            "cpu_s": statistics.median(r["cpu_s"] for r in reps),
+            "ideal_cpu_s": ideal_call_seconds(reps[0]["rounds"], cpu_costs),
         })
     return out
+
+
+def _median_or_none(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
 
 
 def _hmean(values: list[float]) -> float | None:
@@ -235,6 +245,8 @@ def _rows(per_prompt: list[dict], plan, notes, cfg: BenchConfig, n_prompts: int)
                 "drafter_forwards_per_token": sum(dfw) / tokens if None not in dfw else None,
                 "ideal_tokens_per_s": ideal,
                 "efficiency": tps / ideal if tps and ideal else None,
+                "outside_forwards": _median_or_none([p["outside_forwards"] for p in pp]),
+                "cpu_efficiency": sum(p["ideal_cpu_s"] for p in pp) / sum(p["cpu_s"] for p in pp),
                 "deterministic": all(p["same_tokens_across_repeats"] for p in pp),
             })
         rows.append(row)

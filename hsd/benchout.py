@@ -18,7 +18,7 @@ TABLE = [
     ("vs_transformers", "vs HF", ".2f"), ("tau", "τ", ".2f"),
     ("acceptance_rate", "accept", ".1%"), ("target_forwards_per_token", "tgt fw/tok", ".2f"),
     ("drafter_forwards_per_token", "drf fw/tok", ".2f"), ("ideal_tokens_per_s", "ideal tok/s", ".1f"),
-    ("efficiency", "efficiency", ".2f"), ("greedy_equals_ar", "= AR", "s"), ("note", "note", "s"),
+    ("efficiency", "efficiency", ".2f"), ("cpu_efficiency", "CPU eff.", ".2f"), ("outside_forwards", "outside fw", ".0%"), ("greedy_equals_ar", "= AR", "s"), ("note", "note", "s"),
 ]
 
 
@@ -120,9 +120,12 @@ def _markdown(report: dict) -> str:
           f"{cfg['warmups']} warm-up(s) per row, median of {cfg.get('completed_repeats', cfg['repeats'])} repeats, "
           f"seed {cfg['seed']}+prompt index", "",
           markdown_table(report["rows"]), "",
-          "Per-forward costs (median ms, KV cache holding "
-          f"{report['costs']['context']} tokens): " + ", ".join(
-              f"{k[:-3]} {v:.3f}" for k, v in report["costs"].items() if k.endswith("_ms") and v is not None), "",
+          "Per-forward costs (median ms of single forwards, KV cache holding "
+          f"{report['costs']['context']} tokens; wall clock): " + ", ".join(
+              f"{k[:-3]} {v:.3f}" for k, v in report["costs"].items() if k.endswith("_ms") and "_cpu" not in k
+              and v is not None), "",
+          "The same in thread CPU time: " + ", ".join(
+              f"{k[:-7]} {v:.3f}" for k, v in report["costs"].items() if k.endswith("_cpu_ms") and v is not None), "",
           "Acceptance per draft position: " + "; ".join(
               f"{r['algorithm']} T={r['temperature']:g}: " + " ".join(f"{a:.2f}" for a in r["per_position_acceptance"])
               for r in report["rows"] if r.get("per_position_acceptance"))]

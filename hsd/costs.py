@@ -8,10 +8,16 @@ overhead. So, for a generation whose rounds drafted ``d_r`` drafter tokens and v
     ideal time = sum over rounds r of ( d_r * c_draft + c_verify(m_r + 1) )
     efficiency = ideal time / measured time              (1.0 = no overhead at all)
 
-with ``c_draft`` the median time of a drafter forward of one token and ``c_verify(n)`` the median time of
-a target forward of ``n`` tokens, both with a KV cache already holding ``context`` tokens. AR is the case
-``d = m = 0``: one ``c_verify(1)`` per token. Rounds after the first are compared with TPOT, whose
+with ``c_draft`` the time of a drafter forward of one token and ``c_verify(n)`` the time of a target forward
+of ``n`` tokens, both with a KV cache already holding ``context`` tokens: the median of single timed
+forwards, measured once per benchmark repeat, then the median over repeats. AR is the case ``d = m = 0``:
+one ``c_verify(1)`` per token. Wall-clock efficiency compares rounds after the first with TPOT, whose
 numerator (total − TTFT) is exactly the time of those rounds.
+
+On a shared CPU a run is preempted by other processes while a single short forward mostly is not, so
+wall-clock efficiency there also measures machine load. The same costs are therefore also taken in CPU
+time of the calling thread (``time.thread_time``; meaningful with one torch thread on a CPU device), and
+the CPU-time efficiency compares a whole call (prefill included) with its ideal in CPU time.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ from .runner import Runner
 
 @dataclass
 class Costs:
-    """Median seconds per forward: ``draft`` (one drafter token), ``verify[n]`` (``n`` target tokens)."""
+    """Seconds per forward: ``draft`` (one drafter token), ``verify[n]`` (``n`` target tokens), and
+    ``prefill`` (both models' prompt forwards, at the mean prompt length)."""
 
     draft: float | None
     verify: dict[int, float] = field(default_factory=dict)
     context: int = 0
+    prefill: float = 0.0
 
     def verify_cost(self, n: int) -> float:
         """``c_verify(n)``; beyond the largest measured ``n``, extrapolated linearly from the last two."""
@@ -47,19 +55,29 @@ class Costs:
     def ideal_round(self, drafted: int, proposed: int) -> float:
         return drafted * (self.draft or 0.0) + self.verify_cost(proposed + 1)
 
-    def to_dict(self) -> dict:
-        return {"context": self.context, "draft_ms": None if self.draft is None else self.draft * 1e3,
-                **{f"verify_{n}_ms": v * 1e3 for n, v in sorted(self.verify.items())}}
+    def to_dict(self, unit: str = "") -> dict:
+        return {"context": self.context, f"draft{unit}_ms": None if self.draft is None else self.draft * 1e3,
+                **{f"verify_{n}{unit}_ms": v * 1e3 for n, v in sorted(self.verify.items())},
+                f"prefill{unit}_ms": self.prefill * 1e3}
+
+    @staticmethod
+    def median(samples: list["Costs"]) -> "Costs":
+        draft = [c.draft for c in samples if c.draft is not None]
+        verify = {n: statistics.median(c.verify[n] for c in samples) for n in samples[0].verify}
+        return Costs(statistics.median(draft) if draft else None, verify, samples[0].context,
+                     statistics.median(c.prefill for c in samples))
 
 
-def _timed(runner: Runner, ids: list[int], base: int, repeats: int) -> float:
-    times = []
+def _timed(runner: Runner, ids: list[int], base: int, repeats: int) -> tuple[float, float]:
+    """Median (wall, thread CPU) seconds of single forwards of ``ids`` after ``base`` cached tokens."""
+    wall, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         runner.forward(ids, keep=len(ids))  # Runner syncs CUDA before it returns
-        times.append(time.perf_counter() - start)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.thread_time() - start_cpu)
         runner.crop(base)
-    return statistics.median(times)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def _filled(model: Model, context: int, seed_ids: list[int]) -> Runner:
@@ -69,31 +87,45 @@ def _filled(model: Model, context: int, seed_ids: list[int]) -> Runner:
     return runner
 
 
+def _prefill(model: Model, n: int, seed_ids: list[int], repeats: int) -> tuple[float, float]:
+    runner = Runner(model)
+    ids = ((seed_ids or [0]) * (n // max(1, len(seed_ids)) + 1))[:max(1, n)]
+    return _timed(runner, ids, 0, repeats)
+
+
 @torch.inference_mode()
 def measure_costs(pair: Pair, context: int, max_verify: int, repeats: int = 15,
-                  target_ids: list[int] | None = None, drafter_ids: list[int] | None = None) -> Costs:
-    """Median forward times with ``context`` tokens already cached (one warm-up forward each first)."""
+                  target_ids: list[int] | None = None, prompt_len: int | None = None) -> tuple[Costs, Costs]:
+    """(wall-clock, thread-CPU) costs: medians of single forwards with ``context`` tokens cached."""
     t_ids = target_ids or list(range(1, 33))
     runner = _filled(pair.target, context, t_ids)
     base = len(runner)
-    verify = {}
+    wall, cpu = Costs(None, {}, context), Costs(None, {}, context)
     for n in range(1, max_verify + 1):
         ids = (t_ids * (n // len(t_ids) + 1))[:n]
         _timed(runner, ids, base, 1)
-        verify[n] = _timed(runner, ids, base, repeats)
-    draft = None
+        wall.verify[n], cpu.verify[n] = _timed(runner, ids, base, repeats)
+    p = max(1, (prompt_len or len(t_ids)) - 1)
+    wall.prefill, cpu.prefill = _prefill(pair.target, p, t_ids, 3)
     if pair.drafter is not None:
-        d_ids = drafter_ids or list(range(3, 35))
+        d_ids = list(range(3, 35))
         drunner = _filled(pair.drafter, context, d_ids)
         dbase = len(drunner)
         _timed(drunner, d_ids[:1], dbase, 1)
-        draft = _timed(drunner, d_ids[:1], dbase, repeats * 2)
-    return Costs(draft, verify, context)
+        wall.draft, cpu.draft = _timed(drunner, d_ids[:1], dbase, repeats * 2)
+        dw, dc = _prefill(pair.drafter, p, d_ids, 3)
+        wall.prefill, cpu.prefill = wall.prefill + dw, cpu.prefill + dc
+    return wall, cpu
 
 
 def ideal_decode_seconds(rounds: list[tuple[int, int, int]], costs: Costs) -> float:
     """Ideal time of every round after the first: what TPOT's numerator measures."""
     return sum(costs.ideal_round(d, m) for d, m, _ in rounds[1:])
+
+
+def ideal_call_seconds(rounds: list[tuple[int, int, int]], costs: Costs) -> float:
+    """Ideal time of a whole call: both prefills, then every round."""
+    return costs.prefill + sum(costs.ideal_round(d, m) for d, m, _ in rounds)
 
 
 def round_counts(result, algorithm: str) -> list[tuple[int, int, int]]:

@@ -15,7 +15,8 @@ from hsd.costs import Costs, ideal_decode_seconds
 PROMPTS = ['{"prompt": "def fib(n):\\n"}', '{"prompt": "import os\\n\\nclass A:\\n    def f(self):\\n"}']
 COLUMNS = {"temperature", "algorithm", "implementation", "prompts", "new_tokens", "ttft_ms", "tpot_ms", "tokens_per_s",
            "speedup", "tau", "acceptance_rate", "per_position_acceptance", "target_forwards_per_token",
-           "drafter_forwards_per_token", "ideal_tokens_per_s", "efficiency", "greedy_equals_ar", "note"}
+           "drafter_forwards_per_token", "ideal_tokens_per_s", "efficiency", "cpu_efficiency", "outside_forwards",
+           "vs_transformers", "greedy_equals_ar", "note"}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,8 @@ def test_bench_numbers_are_finite_and_ar_is_the_speedup_baseline(bench_out):
     df = pd.read_csv(bench_out / "results.csv")
     hsd_rows = df[df.implementation == "hsd"]
     assert set(hsd_rows.algorithm) == {"ar", "slem", "tli"}
-    for col in ("ttft_ms", "tpot_ms", "tokens_per_s", "speedup", "tau", "ideal_tokens_per_s", "efficiency"):
+    for col in ("ttft_ms", "tpot_ms", "tokens_per_s", "speedup", "tau", "ideal_tokens_per_s", "efficiency",
+                "cpu_efficiency"):
         assert hsd_rows[col].map(math.isfinite).all(), col
     assert (df[df.algorithm == "ar"].speedup == 1.0).all()
     greedy_slem = df[(df.algorithm == "slem") & (df.temperature == 0)].iloc[0]
