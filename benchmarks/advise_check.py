@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from hsd.advise import advise  # noqa: E402
+from hsd.advise import advise, format_advice  # noqa: E402
 from hsd.bench import BenchConfig, load_prompts, machine_info, machine_line, run_bench  # noqa: E402
 from hsd.benchout import markdown_table, write_csv  # noqa: E402
 from hsd.loading import load_pair  # noqa: E402
@@ -49,7 +49,7 @@ def main(argv=None) -> None:
     held_out = held_out[:args.num_prompts] or calibration
     print(f"machine: {machine_line(machine_info(pair))}")
     advice = advise(pair, calibration, temperature=args.temperature, algorithms=args.algorithms, max_new_tokens=64)
-    print(advice["recommendation"]["text"])
+    print(format_advice(advice))
     predicted = {(q["algorithm"], q["lookahead"]): q for q in advice["predictions"]}
     rows = []
     for k in args.lookaheads:

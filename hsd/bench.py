@@ -290,7 +290,8 @@ def run_scale(pair: Pair, prompts: list[str], cfg: BenchConfig, new_tokens: list
     """Per-token time against max new tokens (first prompt) and against prompt length (fixed new tokens)."""
     limit = pair.target.context_length or 10**9
     base_len = len(encode_prompt(pair.target, prompts[0], None)[0])
-    points = [("max_new_tokens", n, prompts[0], n) for n in new_tokens if base_len + n <= limit]
+    fit = sorted({min(n, limit - base_len) for n in new_tokens if limit - base_len > 0})  # capped at the context
+    points = [("max_new_tokens", n, prompts[0], n) for n in fit]
     points += [("prompt_tokens", L, scale_prompt(pair, prompts, L), cfg.max_new_tokens)
                for L in prompt_tokens if L + cfg.max_new_tokens <= limit]
     t = cfg.temperatures[0]
