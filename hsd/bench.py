@@ -138,9 +138,9 @@ def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> di
                 peer.check(label)
             for _ in range(cfg.warmups):
                 _run_once(pair, peer, label, prompts[0], prompt_ids[0], cfg, t, cfg.seed, min(cfg.max_new_tokens, 32))
-        except (HsdError, PeerUnavailable) as exc:
-            notes[(t, label)] = str(exc)
-            log(f"  {label} T={t}: not run: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a refusal or a crash becomes the row's note
+            notes[(t, label)] = _why(exc, label)
+            log(f"  {label} T={t}: not run: {notes[(t, label)]}")
     completed = 0
     try:
         for rep in range(cfg.repeats):
@@ -150,7 +150,12 @@ def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> di
                 if (t, label) in notes:
                     continue
                 for i, (prompt, ids) in enumerate(zip(prompts, prompt_ids)):
-                    out = _run_once(pair, peer, label, prompt, ids, cfg, t, cfg.seed + i)
+                    try:
+                        out = _run_once(pair, peer, label, prompt, ids, cfg, t, cfg.seed + i)
+                    except (HsdError, PeerUnavailable, RuntimeError, ValueError, AttributeError) as exc:
+                        notes[(t, label)] = f"failed on prompt {i}: {_why(exc, label)}"
+                        log(f"  {label} T={t}: {notes[(t, label)]}")
+                        break
                     runs.setdefault((t, label, i), []).append(out)
             completed += 1
             log(f"  repeat {rep + 1}/{cfg.repeats} done")
@@ -168,6 +173,13 @@ def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> di
             "config": {**asdict(cfg), "completed_repeats": completed},
             "machine": machine_info(pair), "pair": {"target": pair.target.name,
                                                     "drafter": pair.drafter.name if pair.drafter else None}}
+
+
+def _why(exc: Exception, label: str) -> str:
+    if isinstance(exc, (HsdError, PeerUnavailable)):
+        return str(exc)
+    who = "Transformers" if label.startswith("hf-") else "hsd"
+    return f"{who} raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 
 
 def _per_prompt(runs: dict, costs: Costs, cpu_costs: Costs) -> list[dict]:
@@ -215,15 +227,18 @@ def _rows(per_prompt: list[dict], plan, notes, cfg: BenchConfig, n_prompts: int)
     keep = set(range(n_prompts))
     for t, label in plan:  # after an interruption: only prompts every row that ran has finished
         done = {p["prompt"] for p in per_prompt if p["temperature"] == t and p["row"] == label}
+        if (t, label) in notes:  # refused or failed: a note, no numbers
+            continue
         if done:
             keep &= done
-        elif (t, label) not in notes:
+        else:
             notes[(t, label)] = "not reached before the run was interrupted"
     if cfg.min_new_tokens:  # the paper's filter: drop a prompt if any row made too few tokens on it
         keep -= {p["prompt"] for p in per_prompt if p["new_tokens"] < cfg.min_new_tokens}
     rows = []
     for t, label in plan:
-        pp = [p for p in per_prompt if p["temperature"] == t and p["row"] == label and p["prompt"] in keep]
+        pp = [p for p in per_prompt if p["temperature"] == t and p["row"] == label and p["prompt"] in keep
+              and (t, label) not in notes]
         row = {"temperature": t, "algorithm": label, "implementation": "transformers" if label.startswith("hf-") else "hsd",
                "prompts": len(pp), "note": notes.get((t, label), "")}
         if pp:
