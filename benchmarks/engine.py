@@ -82,6 +82,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target")
     parser.add_argument("--drafter")
+    parser.add_argument("--preset")
     parser.add_argument("--algorithms", nargs="+", default=["ar", "slem", "tli"])
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--lookahead", type=int, default=5)
@@ -92,7 +93,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = hsd.load_pair(args.target, args.drafter, device=args.device)
+    pair = hsd.load_pair(args.target, args.drafter, preset=args.preset, device=args.device)
     print(f"machine: {machine()}")
     print(f"pair: {pair.target.name} <- {pair.drafter.name if pair.drafter else None} on {pair.target.device}")
     print(f"settings: max_new_tokens={args.max_new_tokens} lookahead={args.lookahead} "
@@ -107,7 +108,7 @@ def main(argv=None):
           f"{'round ms (first 1/4)':>21s} {'(last 1/4)':>10s} {'= AR':>5s}")
     for algorithm, row in rows.items():
         speedup = row["tokens_per_s"] / base if base else float("nan")
-        same = "yes" if "ar" in rows and row["tokens"] == rows["ar"]["tokens"] else "no"
+        same = "-" if args.temperature > 0 or "ar" not in rows else "yes" if row["tokens"] == rows["ar"]["tokens"] else "NO"
         print(f"{algorithm:10s} {row['tokens_per_s']:8.1f} {speedup:8.2f} {row['tau']:6.2f} {row['acceptance']:7.1%} "
               f"{row['outside_forwards']:11.1%} {row['round_ms_early']:21.2f} {row['round_ms_late']:10.2f} {same:>5s}")
 
