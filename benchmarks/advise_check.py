@@ -48,7 +48,8 @@ def main(argv=None) -> None:
     calibration, held_out = prompts[:args.calibration_prompts], prompts[args.calibration_prompts:]
     held_out = held_out[:args.num_prompts] or calibration
     print(f"machine: {machine_line(machine_info(pair))}")
-    advice = advise(pair, calibration, temperature=args.temperature, algorithms=args.algorithms, max_new_tokens=64)
+    advice = advise(pair, calibration, temperature=args.temperature, algorithms=args.algorithms,
+                    max_new_tokens=args.max_new_tokens)
     print(format_advice(advice))
     predicted = {(q["algorithm"], q["lookahead"]): q for q in advice["predictions"]}
     rows = []

@@ -1,7 +1,10 @@
 """``python -m hsd advise``: predict tokens/s and speedup for each algorithm and lookahead before running.
 
-A short calibration runs each algorithm once per prompt at the largest lookahead (12), and AR, then fits
-this model (the standard speculative-decoding cost model with measured, not assumed, inputs):
+A short calibration runs AR, and each algorithm once per prompt at lookaheads 2, 5 and 12, then fits this
+model (the standard speculative-decoding cost model with measured, not assumed, inputs). A lookahead ``k`` is
+predicted from the calibration at the smallest calibrated lookahead ≥ ``k``: where rounds start depends on
+the lookahead (a long draft skips easy stretches of text in one round, so more of its rounds start at hard
+positions), and acceptance measured at a very different lookahead under-predicts.
 
 * **Acceptance.** ``α_i`` = P(draft position i accepted | position i reached), pooled over calibration
   rounds (positions with fewer than 10 rounds reuse the previous position's value). With ``m`` proposals
@@ -27,14 +30,16 @@ from .generate import check_algorithm, encode_prompt, generate
 from .loading import Pair
 
 LOOKAHEADS = range(1, 13)
-CALIBRATION_LOOKAHEAD = 12
+CALIBRATION_LOOKAHEADS = (2, 5, 12)
 MIN_ROUNDS = 10
 
 
 def _alphas(rounds, depth: int) -> list[float]:
+    """Conditional acceptance: among rounds that proposed position i and accepted every position before
+    it, the share that accepted position i too."""
     out: list[float] = []
     for i in range(depth):
-        reached = [r for r in rounds if r.n_proposed > i]
+        reached = [r for r in rounds if r.n_proposed > i and r.n_accepted >= i]
         if len(reached) >= MIN_ROUNDS:
             out.append(sum(r.n_accepted > i for r in reached) / len(reached))
         else:
@@ -52,11 +57,11 @@ def expected_tokens(alphas: list[float], m: int) -> float:
 
 
 def _calibrate(pair: Pair, prompts, algorithm: str, temperature: float, max_new_tokens: int, seed: int,
-               costs: Costs) -> dict:
+               costs: Costs, lookahead: int = 1) -> dict:
     rounds = []
     for i, prompt in enumerate(prompts):
         res = generate(pair, prompt, algorithm=algorithm, max_new_tokens=max_new_tokens, temperature=temperature,
-                       lookahead=CALIBRATION_LOOKAHEAD, seed=seed + i)
+                       lookahead=lookahead, seed=seed + i)
         rounds += res.rounds[1:]  # the first round carries the prefill's warm-up effects
     if algorithm == "ar":
         o_ar = statistics.mean(r.seconds for r in rounds) - costs.verify_cost(1)
@@ -66,8 +71,8 @@ def _calibrate(pair: Pair, prompts, algorithm: str, temperature: float, max_new_
     o_draft = (sum(r.t_draft for r in rounds) - sum(r.drafter_forwards for r in rounds) * costs.draft) / max(drafted, 1)
     o_round = statistics.mean(r.seconds - r.t_draft - costs.verify_cost(r.n_proposed + 1) for r in rounds)
     emitted = sum(len(r.emitted) for r in rounds)
-    return {"rounds": len(rounds), "alpha": [round(a, 4) for a in _alphas(rounds, 2 * CALIBRATION_LOOKAHEAD)],
-            "target_per_draft": proposed / drafted if drafted else 1.0, "tau_at_12": emitted / len(rounds),
+    return {"rounds": len(rounds), "alpha": [round(a, 4) for a in _alphas(rounds, 2 * lookahead)],
+            "target_per_draft": proposed / drafted if drafted else 1.0, "tau": emitted / len(rounds),
             "o_draft_ms": max(o_draft, 0.0) * 1e3, "o_round_ms": max(o_round, 0.0) * 1e3}
 
 
@@ -80,7 +85,7 @@ def predict(cal: dict, costs: Costs, k: int) -> tuple[float, float]:
 
 
 def advise(pair: Pair, prompts: list[str], *, temperature: float = 0.0, algorithms: list[str] | None = None,
-           max_new_tokens: int = 64, seed: int = 0, log=print) -> dict:
+           max_new_tokens: int = 128, seed: int = 0, log=print) -> dict:
     """Calibrate, predict every (algorithm, lookahead 1..12) and recommend one; returns the advice as data."""
     from .bench import machine_info
 
@@ -94,19 +99,20 @@ def advise(pair: Pair, prompts: list[str], *, temperature: float = 0.0, algorith
             skipped[a] = str(exc)
     ids = [encode_prompt(pair.target, p, None)[0] for p in prompts]
     context = int(statistics.mean(len(i) for i in ids) + max_new_tokens / 2)
-    costs = measure_costs(pair, context, 2 * CALIBRATION_LOOKAHEAD + 2, 15, ids[0])[0]
+    costs = measure_costs(pair, context, 2 * max(CALIBRATION_LOOKAHEADS) + 2, 15, ids[0])[0]
     generate(pair, prompts[0], algorithm="ar", max_new_tokens=16)  # warm-up
     ar = _calibrate(pair, prompts, "ar", temperature, max_new_tokens, seed, costs)
     ar_tps = 1.0 / (costs.verify_cost(1) + ar["o_round_ms"] / 1e3)
     calibration, predictions = {"ar": ar}, []
     for a in usable:
         generate(pair, prompts[0], algorithm=a, max_new_tokens=16, temperature=temperature)  # warm-up
-        calibration[a] = cal = _calibrate(pair, prompts, a, temperature, max_new_tokens, seed, costs)
+        calibration[a] = cals = {kc: _calibrate(pair, prompts, a, temperature, max_new_tokens, seed, costs, kc)
+                                 for kc in CALIBRATION_LOOKAHEADS}
         for k in LOOKAHEADS:
-            tau, seconds = predict(cal, costs, k)
+            tau, seconds = predict(cals[min(kc for kc in CALIBRATION_LOOKAHEADS if kc >= k)], costs, k)
             predictions.append({"algorithm": a, "lookahead": k, "tau": tau, "round_ms": seconds * 1e3,
                                 "tokens_per_s": tau / seconds, "speedup": tau / seconds / ar_tps})
-        log(f"  calibrated {a}: acceptance at positions 1-3 {cal['alpha'][:3]}")
+        log(f"  calibrated {a}: tau at lookahead " + ", ".join(f"{kc}: {c['tau']:.2f}" for kc, c in cals.items()))
     best = max(predictions, key=lambda p: p["tokens_per_s"], default=None)
     beats = best is not None and best["speedup"] > 1.0
     if beats:

@@ -210,7 +210,7 @@ def _median_or_none(values: list) -> float | None:
 
 
 def _hmean(values: list[float]) -> float | None:
-    values = [v for v in values if v]
+    values = [v for v in values if v and v == v]  # a one-token output has no TPOT
     return statistics.harmonic_mean(values) if values else None
 
 
@@ -319,7 +319,8 @@ def run_scale(pair: Pair, prompts: list[str], cfg: BenchConfig, new_tokens: list
                         for _ in range(cfg.repeats)]
                 tpot = statistics.median(r["tpot_s"] or float("nan") for r in reps)
                 out.append({"algorithm": label, "temperature": t, "axis": axis, "x": x,
-                            "new_tokens": reps[0]["new_tokens"], "tpot_ms": tpot * 1e3,
+                            "new_tokens": reps[0]["new_tokens"], "tau": reps[0]["mean_accepted_length"],
+                            "tpot_ms": tpot * 1e3,
                             "tokens_per_s": 1 / tpot if tpot == tpot else None,
                             "ttft_ms": 1e3 * statistics.median(r["ttft_s"] for r in reps)})
             log(f"  scale {label} done")
@@ -364,7 +365,7 @@ def add_bench_parser(sub) -> None:
     _pair_args(a)
     a.add_argument("--algorithms", nargs="+", help="default: every drafting algorithm that applies, but SLRS")
     a.add_argument("--temperature", type=float, default=0.0)
-    a.add_argument("--max-new-tokens", type=int, default=64, help="tokens per calibration prompt")
+    a.add_argument("--max-new-tokens", type=int, default=128, help="tokens per calibration prompt (as in the bench)")
     a.add_argument("--json", type=Path, help="write the advice as JSON")
     a.set_defaults(func=cmd_advise, num_prompts=4)
 

@@ -73,8 +73,9 @@ def figures(report: dict) -> dict:
         if r.get("per_position_acceptance"):
             acc.add_scatter(x=list(range(1, len(r["per_position_acceptance"]) + 1)), y=r["per_position_acceptance"],
                             mode="lines+markers", name=f"{r['algorithm']} T={r['temperature']:g}")
-    acc.update_layout(title=f"Acceptance at draft position i, given position i was reached: {title}{sub}",
-                      xaxis_title="draft position", yaxis_title="acceptance", yaxis_range=[0, 1.05], height=420)
+    acc.update_layout(title=f"Share of rounds proposing ≥ i tokens whose first i were all accepted: {title}{sub}",
+                      xaxis_title="draft position i", yaxis_title="accepted through i", yaxis_range=[0, 1.05],
+                      height=420)
     return {"throughput": fig, "acceptance": acc}
 
 
@@ -132,6 +133,7 @@ def _markdown(report: dict) -> str:
     if report.get("scale"):
         md += ["", markdown_table(report["scale"], [("algorithm", "algorithm", "s"), ("axis", "axis", "s"),
                                                     ("x", "x", "d"), ("new_tokens", "new tok", "d"),
+                                                    ("tau", "τ", ".2f"),
                                                     ("tpot_ms", "TPOT ms", ".2f"), ("ttft_ms", "TTFT ms", ".1f")])]
     return "\n".join(md) + "\n"
 
