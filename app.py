@@ -428,6 +428,27 @@ def check_pair(target, drafter, device="auto", dtype="auto", algorithm=None):
         return message, message, gr.update()
 
 
+@_gpu(120)
+def advise_pair(target, drafter, prompt, temperature, device="auto", dtype="auto"):
+    """`hsd advise` on this pair and prompt: measured acceptance and costs, predicted speedup per algorithm
+    and lookahead 1..12, and a recommendation (or the plain statement that nothing beats AR)."""
+    from hsd.advise import advise, format_advice
+
+    try:
+        _check_prompt(prompt)
+        temperature = _number("temperature", temperature, float)
+        pair = get_pair(target, drafter, device, dtype)
+        if pair.drafter is None:
+            return "No drafter: only **ar** runs, there is nothing to advise."
+        with _device_lock(str(pair.target.device)):
+            advice = advise(pair, [prompt], temperature=temperature, max_new_tokens=64, log=lambda *_: None)
+        return (f"**{advice['recommendation']['text']}**\n\nCalibrated on this prompt (64 new tokens) at "
+                f"temperature {temperature:g}; a prediction, not a measurement: **Compare** measures.\n\n"
+                f"```text\n{format_advice(advice)}\n```")
+    except Exception as exc:
+        return _error(exc)
+
+
 def _default_algorithm(choices: list[str]) -> str:
     return next((a for a in ("slem", "sd", "ar") if a in choices), choices[0])
 
@@ -534,6 +555,8 @@ def build() -> gr.Blocks:
                         csv = gr.File(label="summary as CSV")
                     with gr.Tab("Compatibility"):
                         report = gr.Markdown("Press **Check pair**.")
+                        advise_btn = gr.Button("Advise: predict the best algorithm and lookahead", size="sm")
+                        advice = gr.Markdown()
                     with gr.Tab("Algorithms"):
                         gr.Markdown("\n\n".join(EXPLAIN[a] for a in ALGOS if a in EXPLAIN)
                                     + "\n\nAll are lossless: at temperature 0 the output equals AR's token for "
@@ -573,6 +596,8 @@ def build() -> gr.Blocks:
         check_btn.click(check_pair, [target, drafter, device, dtype, algorithm], [report, availability, algorithm],
                         api_name="check",
                         concurrency_id="gpu", concurrency_limit=1)
+        advise_btn.click(advise_pair, [target, drafter, prompt, temperature, device, dtype], advice, api_name="advise",
+                         concurrency_id="gpu", concurrency_limit=1)
         round_idx.change(show_round, [state, round_idx], round_view, api_name="round", concurrency_limit=4)
         prev_btn.click(lambda s, i: step_round(s, i, -1), [state, round_idx], round_idx, api_name="prev_round")
         next_btn.click(lambda s, i: step_round(s, i, 1), [state, round_idx], round_idx, api_name="next_round")

@@ -141,3 +141,10 @@ def test_describe_says_what_would_be_loaded_without_loading(model_dirs):
     assert choices["choices"] == app.ALGOS
     assert ("MB of weights" in text or "already loaded" in text) and "Check pair" in text
     assert app.describe("no-such-owner/x", "")[0][:1] in ("-", "⚠")  # offline: a note, never an exception
+
+
+def test_advise_predicts_per_algorithm_and_lookahead(model_dirs):
+    text = app.advise_pair(model_dirs["target"], model_dirs["drafter"], "def f(x):\n", 0.0)
+    assert "predicted speedup over AR by lookahead" in text
+    assert "Use " in text or "No drafter setting is predicted to beat AR" in text
+    assert "temperature must be" in app.advise_pair(model_dirs["target"], model_dirs["drafter"], "x", -1)
