@@ -11,7 +11,6 @@ length (no full re-encoding). Prints numbers; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import hsd  # noqa: E402
+from hsd.bench import machine_info, machine_line  # noqa: E402
 
 PROMPTS = [
     "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
@@ -29,21 +29,6 @@ PROMPTS = [
     "class Stack:\n    def __init__(self):\n",
     "def parse_args(argv=None):\n    parser = argparse.ArgumentParser(",
 ]
-
-
-def machine() -> str:
-    if torch.cuda.is_available():
-        dev = torch.cuda.get_device_name()
-    else:
-        dev = platform.processor() or platform.machine()
-        try:
-            for line in Path("/proc/cpuinfo").read_text().splitlines():
-                if line.startswith("model name"):
-                    dev = line.split(":", 1)[1].strip()
-                    break
-        except OSError:
-            pass
-    return f"{dev}, {torch.get_num_threads()} threads, torch {torch.__version__}, python {platform.python_version()}"
 
 
 def run(pair, algorithm, prompts, args):
@@ -94,7 +79,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     pair = hsd.load_pair(args.target, args.drafter, preset=args.preset, device=args.device)
-    print(f"machine: {machine()}")
+    print(f"machine: {machine_line(machine_info(pair))}")
     print(f"pair: {pair.target.name} <- {pair.drafter.name if pair.drafter else None} on {pair.target.device}")
     print(f"settings: max_new_tokens={args.max_new_tokens} lookahead={args.lookahead} "
           f"temperature={args.temperature} prompts={len(PROMPTS)} repeats={args.repeats}")

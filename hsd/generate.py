@@ -80,6 +80,7 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
     ``slrs_max_paths`` (drafter paths per ψ) and ``slrs_max_forwards`` (drafter forwards per round) bound
     SLRS's cost; exceeding one raises :class:`~hsd.errors.ResourceLimitError` (see ``docs/slrs.md``).
     """
+    called = time.perf_counter()  # TTFT counts from the call, as the paper's harness does
     check_algorithm(pair, algorithm)
     _check_prompt(prompt, messages)
     sampling = Sampling(temperature, top_k, top_p)
@@ -114,6 +115,7 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
                               f"({dlimit}). Shorten the prompt or use a drafter with a longer context.")
     settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling, slrs_max_paths, slrs_max_forwards)
     s = Session(pair, settings, prompt_ids, drafter_ids, Rng(seed))
+    s.clock.start = s.clock.mark = called  # prompt encoding counts as prefill
     with torch.inference_mode():
         s.prefill()
         prefill_forwards = {"target": s.target.forwards, "drafter": s.drafter.runner.forwards if s.drafter else 0}

@@ -2,7 +2,9 @@
 
 TTFT, TPOT and tokens/s follow the paper's harness: TPOT = (total − TTFT) / (tokens − 1) and
 tokens/s = 1 / TPOT. τ (``mean_accepted_length``) = emitted tokens per verification round, bonus
-included; ``acceptance_rate`` = accepted / proposed target tokens.
+included; ``acceptance_rate`` = accepted / proposed target tokens. ``per_position_acceptance[i]`` =
+rounds whose proposal ``i`` (0-based) was accepted ÷ rounds that proposed at least ``i + 1`` tokens
+(vLLM's ``num_accepted_tokens_per_pos / num_drafts``): acceptance at ``i`` includes reaching it.
 """
 
 from __future__ import annotations
