@@ -72,7 +72,13 @@ def _metrics_lines(m: dict) -> list[str]:
 def cmd_generate(args) -> int:
     from .generate import generate
 
+    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int
+    from .sampling import Sampling
+
     prompt = args.prompt if args.prompt is not None else args.prompt_file.read_text(encoding="utf-8")
+    Sampling(args.temperature, args.top_k, args.top_p)  # bad settings fail before any model loads
+    _check_int("lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
+    _check_int("max_new_tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
     pair = _pair(args, need_drafter=args.algorithm != "ar")
     kwargs = dict(algorithm=args.algorithm, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                   top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead, seed=args.seed)
