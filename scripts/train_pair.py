@@ -41,6 +41,9 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from hsd.vocab import BYTE_DECODER  # noqa: E402  (GPT-2 printable character -> byte)
+
 LN2 = math.log(2.0)
 
 # --------------------------------------------------------------------------------------
@@ -246,25 +249,12 @@ def wrap_hf(tok, kind: str, max_len: int):
                                    model_max_length=max_len, **kw)
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable-char table used by the ByteLevel pre-tokenizer."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
 def token_strings(hf_tok, kind: str) -> set[str]:
     """Surface strings of the ordinary (non-special, non-byte) tokens, as text."""
     out = set()
     special = set(hf_tok.all_special_tokens)
     if kind == "target":
-        inv = {v: k for k, v in _bytes_to_unicode().items()}
+        inv = BYTE_DECODER
         for t in hf_tok.get_vocab():
             if t in special:
                 continue
