@@ -3,6 +3,13 @@
 One :class:`Runner` per model per generation, so two generations never share a cache and the model
 object itself is only read. ``ids`` is the exact list of tokens the cache holds, so cropping to a
 common prefix after re-tokenization is a list comparison.
+
+Cropping must work at any depth (the drafter's cache goes back past earlier rounds after
+re-tokenization), for every kind of attention layer. Transformers' ``DynamicSlidingWindowLayer``
+(sliding-window and chunked attention: Mistral, Qwen2, Gemma-2/3, Llama-4) drops the keys that fell
+out of the window, so it cannot go back once the window is full; the runner's cache holds a
+:class:`RewindableWindowLayer` in its place. Layers it cannot rewind (recurrent states of linear
+attention) are rebuilt by a prefill of the kept tokens instead. See ``docs/design.md``.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import time
 
 import torch
 from transformers import DynamicCache, PretrainedConfig
+from transformers.cache_utils import DummyLayer, DynamicIndexedLayer, DynamicLayer, DynamicSlidingWindowLayer
 
 from .loading import Model
 
@@ -21,12 +29,62 @@ def _cache_kwarg(model) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
+class RewindableWindowLayer(DynamicLayer):
+    """A sliding-window (or chunked) attention layer that keeps every key and value, so ``crop`` can
+    go back any number of positions.
+
+    Attention sees exactly what it sees through transformers' ``DynamicSlidingWindowLayer``: the last
+    ``sliding_window - 1`` cached positions plus the new ones (``update``), sized and placed by
+    ``get_mask_sizes`` with the same length and offset, so the model's mask (built from absolute
+    positions and the model's own window or chunk size) and the attention inputs are those of the
+    model's own cache, and the logits are the same. Only the storage differs: older keys stay, as in
+    a full-attention layer, instead of being dropped. ``is_sliding`` keeps the mask builders sizing
+    the sliding mask against this layer.
+    """
+
+    is_sliding = True
+
+    def __init__(self, sliding_window: int):
+        super().__init__()
+        self.sliding_window = sliding_window
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        keys, values = super().update(key_states, value_states)
+        visible = self.sliding_window - 1 + key_states.shape[-2]
+        return keys[:, :, -visible:, :], values[:, :, -visible:, :]
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        past = self.get_seq_length()
+        offset = max(past - self.sliding_window + 1, 0)
+        return past - offset + query_length, offset
+
+
+_REWINDABLE = (DynamicLayer, DynamicIndexedLayer, RewindableWindowLayer, DummyLayer)
+
+
+def _rewindable(layer) -> bool:
+    """Whether ``layer.crop(-n)`` restores the layer exactly for any ``n`` (exact types: a subclass
+    may keep state that crop does not roll back)."""
+    return type(layer) in _REWINDABLE
+
+
+def new_cache(model) -> DynamicCache:
+    """An empty cache for ``model``: the layer types its config asks for, with every sliding-window or
+    chunked layer a :class:`RewindableWindowLayer` (the model and its config are only read)."""
+    config = getattr(model, "config", None)
+    if not isinstance(config, PretrainedConfig):
+        return DynamicCache()
+    cache = DynamicCache(config=config)
+    cache.layers = [RewindableWindowLayer(layer.sliding_window) if type(layer) is DynamicSlidingWindowLayer else layer
+                    for layer in cache.layers]
+    return cache
+
+
 class Runner:
     def __init__(self, model: Model):
         self.model = model
         self.ids: list[int] = []
-        config = getattr(model.model, "config", None)
-        self.cache = DynamicCache(config=config) if isinstance(config, PretrainedConfig) else DynamicCache()
+        self.cache = new_cache(model.model)
         self._kwarg = _cache_kwarg(model.model)
         self.forwards = 0
         self.seconds = 0.0  # wall time inside forward passes
@@ -51,11 +109,23 @@ class Runner:
         return logits
 
     def crop(self, n: int) -> None:
-        """Keep the first ``n`` cached positions."""
+        """Keep the first ``n`` cached positions.
+
+        A cache with a layer no crop can undo (a recurrent or convolution state of linear attention)
+        is rebuilt instead: one prefill of the kept tokens, counted as a forward. Either way the cache
+        then holds exactly what the model computes for ``ids[:n]``.
+        """
         drop = len(self.ids) - n
-        if drop > 0:
+        if drop <= 0:
+            return
+        if all(_rewindable(layer) for layer in self.cache.layers):
             self.cache.crop(-drop)
             del self.ids[n:]
+            return
+        kept = self.ids[:n]
+        self.ids, self.cache = [], new_cache(self.model.model)
+        if kept:
+            self.forward(kept, keep=1)
 
     def sync_to(self, ids: list[int]) -> None:
         """Crop to the longest common prefix of the cached tokens and ``ids``."""

@@ -23,6 +23,7 @@ from transformers.cache_utils import DynamicLayer
 
 from ..errors import ResourceLimitError
 from ..psi import Enumerator, Proposer
+from ..runner import RewindableWindowLayer
 from ..sampling import pick
 from ..session import DrafterContext, Session
 from ..trace import Position, Round, Span
@@ -51,12 +52,15 @@ class _Budget:
 
 
 def _snapshot(runner, n: int):
-    """The drafter's KV cache for its first ``n`` tokens, as per-layer tensors (``None`` if the cache is
-    not a plain dynamic one: then batched forwards recompute the prefix instead)."""
+    """The drafter's KV cache for its first ``n`` tokens, as per-layer ``(keys, values, window)`` with
+    ``window`` the sliding window (``None`` for full attention); ``None`` if the cache holds other layer
+    types: then batched forwards recompute the prefix instead."""
     layers = runner.cache.layers
-    if len(runner) != n or not all(type(l) is DynamicLayer and l.get_seq_length() == n for l in layers):
+    kinds = (DynamicLayer, RewindableWindowLayer)
+    if len(runner) != n or not all(type(l) in kinds and l.get_seq_length() == n for l in layers):
         return None
-    return [(layer.keys, layer.values) for layer in layers]  # DynamicLayer never writes these in place
+    # Neither layer type writes these tensors in place.
+    return [(l.keys, l.values, getattr(l, "sliding_window", None)) for l in layers]
 
 
 class _Rows:
@@ -108,8 +112,10 @@ class _Rows:
         runner, model = self.d.runner, self.d.model
         if self.kv is not None:
             b = len(paths)
+            # A third element makes transformers' own sliding-window layer (this forward never crops).
             cache = DynamicCache(ddp_cache_data=[(k.expand(b, -1, -1, -1), v.expand(b, -1, -1, -1))
-                                                 for k, v in self.kv])
+                                                 + (() if w is None else (torch.tensor(w),))
+                                                 for k, v, w in self.kv])
             ids = torch.tensor(paths, dtype=torch.long, device=runner.device)
             out = model.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{runner._kwarg: cache})
         else:
