@@ -4,6 +4,8 @@
 * ``sentencepiece_tokenizer``: a SentencePiece-style BPE (``▁`` word marker, ``<0xNN>`` byte fallback);
 * ``tiny_llama``: a random-weight ``LlamaForCausalLM`` for a tokenizer (peaky logits so greedy
   decoding wanders instead of repeating one token);
+* ``tiny_windowed``: the same for architectures with sliding-window, chunked or recurrent layers
+  (Mistral, Qwen2, Gemma-2, Gemma-3, Llama-4, LFM2), with a small window;
 * ``BigramLM``: a hand-set next-token table with the causal-LM call signature, for exact
   distribution tests (its distribution is known in closed form).
 """
@@ -75,6 +77,52 @@ def tiny_llama(tokenizer, seed: int, vocab_size: int | None = None, layers: int 
                          max_position_embeddings=512, bos_token_id=tokenizer.bos_token_id,
                          eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False)
     model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(scale)
+    return model
+
+
+WINDOWED = ("mistral", "qwen2", "gemma2", "gemma3", "llama4", "lfm2")
+
+
+def tiny_windowed(kind: str, tokenizer, seed: int, window: int = 16, layers: int = 2, hidden: int = 32,
+                  scale: float = 8.0):
+    """A random-weight model of architecture ``kind`` whose cache is not plain full attention:
+
+    * ``mistral``: every layer a sliding window of ``window`` tokens;
+    * ``qwen2``: ``use_sliding_window``, the layers from ``max_window_layers`` = 1 on slide;
+    * ``gemma2``, ``gemma3``: sliding and global layers alternating (Gemma-2 runs eager attention);
+    * ``llama4``: chunked attention (chunks of ``window`` tokens) alternating with global layers;
+    * ``lfm2``: a short-convolution layer (a recurrent state that cannot be cropped) then a global one.
+    """
+    import transformers as tf
+
+    torch.manual_seed(seed)
+    common = dict(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
+                  num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
+                  max_position_embeddings=512, bos_token_id=tokenizer.bos_token_id,
+                  eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False)
+    alternating = [("sliding_attention", "full_attention")[i % 2] for i in range(layers)]
+    if kind == "mistral":
+        model = tf.MistralForCausalLM(tf.MistralConfig(sliding_window=window, **common))
+    elif kind == "qwen2":
+        model = tf.Qwen2ForCausalLM(tf.Qwen2Config(use_sliding_window=True, sliding_window=window,
+                                                   max_window_layers=1, **common))
+    elif kind == "gemma2":
+        model = tf.Gemma2ForCausalLM(tf.Gemma2Config(sliding_window=window, head_dim=hidden // 2,
+                                                     layer_types=alternating, **common))
+    elif kind == "gemma3":
+        model = tf.Gemma3ForCausalLM(tf.Gemma3TextConfig(sliding_window=window, head_dim=hidden // 2,
+                                                         layer_types=alternating, **common))
+    elif kind == "llama4":
+        model = tf.Llama4ForCausalLM(tf.Llama4TextConfig(attention_chunk_size=window, head_dim=hidden // 2,
+                                                         intermediate_size_mlp=2 * hidden, num_local_experts=2,
+                                                         no_rope_layer_interval=2, **common))
+    elif kind == "lfm2":
+        model = tf.Lfm2ForCausalLM(tf.Lfm2Config(layer_types=["conv"] + ["full_attention"] * (layers - 1), **common))
+    else:
+        raise KeyError(kind)
+    model.eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(scale)
     return model
