@@ -1,0 +1,105 @@
+"""Model card of a model of the embedded pair after resumed training (``train_pair.py export``).
+
+The card states the whole history (every training session, the total tokens and minutes), the
+corpus and its licences, the held-out loss on the full held-out split and on the standard-library
+files held out since the first pair (comparable with its 1.57 bits/char), greedy samples, and
+keeps the latency block of the previous card (latency depends on the shape, not the weights).
+The speculative-decoding block is reset: measured speedups belong to the weights they were
+measured with, and ``benchmarks/pair_goals.py --write-cards`` fills it for the new ones.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+MEAS = ("<!-- measurements:start -->", "<!-- measurements:end -->")
+ENGINE = ("<!-- hsd-engine:start -->", "<!-- hsd-engine:end -->")
+BLURB = {
+    "target": "small Llama-architecture *target* model with a GPT-2-style byte-level BPE tokenizer",
+    "drafter": "very small Llama-architecture *drafter* with a SentencePiece-style BPE tokenizer (different "
+               "from the target's)",
+    "drafter-bytes": "very small Llama-architecture byte-level *drafter* (one token per byte)",
+}
+
+
+def block(text: str, markers: tuple[str, str]) -> str | None:
+    """The text between two markers, markers excluded; None when absent."""
+    m = re.search(re.escape(markers[0]) + r"\n(.*?)\n?" + re.escape(markers[1]), text, re.S)
+    return m.group(1) if m else None
+
+
+def replace_block(text: str, markers: tuple[str, str], body: str) -> str:
+    pattern = re.escape(markers[0]) + r".*?" + re.escape(markers[1])
+    return re.sub(pattern, lambda _: f"{markers[0]}\n{body}\n{markers[1]}", text, count=1, flags=re.S)
+
+
+def _bpc(ev: dict | None) -> str:
+    return "n/a" if not ev or ev.get("bits_per_char") is None else f"{ev['bits_per_char']:.4f}"
+
+
+def history_rows(totals: dict) -> list[str]:
+    rows = ["| session | tokens | minutes of training | held-out bits/char at its end | command |",
+            "|---|---|---|---|---|"]
+    for s in totals.get("sessions", []):
+        cmd = (s.get("command") or "").replace("|", "\\|")
+        rows.append(f"| {s.get('what')} ({s.get('finished', '')[:10] or 'first run'}) | {s.get('tokens', 0):,} | "
+                    f"{s.get('seconds', 0) / 60:.1f} | {_bpc(s.get('heldout'))} | `{cmd}` |")
+    return rows
+
+
+def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> None:
+    m, totals, man = rec, rec["totals"], rec["manifest"]
+    n_pkgs = len(man["packages"])
+    dropped = ", ".join(f"{d['name']} ({d['licence']})" for d in man["dropped_licences"]) or "none"
+    lines = [
+        "---", "license: apache-2.0", "library_name: transformers", "pipeline_tag: text-generation",
+        "tags: [hsd, speculative-decoding, tiny, python-code]", "---", "",
+        f"# hsd tiny-code {m['role']}", "",
+        f"Part of hsd's embedded pair (`assets/tiny-code/`): a {BLURB.get(m['role'], m['role'])}, trained from "
+        "scratch on permissively licensed Python sources by `scripts/train_pair.py` and continued with "
+        "`scripts/train_pair.py resume`. A toy for demos and tests of speculative decoding across different "
+        "vocabularies, not a useful code model.", "",
+        "## Model", "",
+        f"- Architecture: `{type(config).__name__.replace('Config', 'ForCausalLM')}`, {config.num_hidden_layers} "
+        f"layers, hidden {config.hidden_size}, intermediate {config.intermediate_size}, "
+        f"{config.num_attention_heads} heads, tied embeddings, max positions {config.max_position_embeddings}",
+        f"- Parameters: {m['params']:,}",
+        "- Weights: float16 safetensors; `config.json` says float32 so `from_pretrained(dir)` runs in float32",
+        f"- Tokenizer: vocabulary {len(tok)}, unchanged since the first run (trained on the standard-library "
+        "training files only), so no held-out file was ever seen by it",
+        "",
+        "## Training data", "",
+        f"- {man['train_files']:,} training files ({man['train_chars']:,} characters) and {man['heldout_files']} "
+        f"held-out files ({man['heldout_chars']:,} characters): the Python {man['python']} standard library and "
+        f"{n_pkgs - 1} packages that `requirements.txt` installs, deduplicated by content; versions, licences and "
+        "the held-out list in `../corpus.json`, rebuilt by `scripts/build_corpus.py`",
+        f"- Dropped for their licence: {dropped}",
+        "",
+        "## Training history", "",
+        f"In all: **{totals['steps']:,} optimizer steps, {totals['tokens']:,} tokens, "
+        f"{totals['seconds'] / 60:.0f} minutes of training** (step time, evaluation excluded), "
+        f"batches of {m['hyper']['batch']} x {m['hyper']['seq']} tokens, peak learning rate {m['hyper']['lr']}, "
+        "AdamW (betas 0.9/0.95, weight decay 0.1), a warmup and cosine decay to 10% per session.", "",
+        *history_rows(totals), "",
+        "## Held-out loss (stored float16 weights, run in float32)", "",
+        "| held-out text | nats/token | bits/char |", "|---|---|---|",
+        f"| all {man['heldout_files']} held-out files | {m['heldout']['nats_per_token']:.4f} | {_bpc(m['heldout'])} |",
+        f"| the standard-library files held out since the first pair ({len(m['heldout_stdlib_files'])}) | "
+        f"{m['heldout_stdlib']['nats_per_token']:.4f} | {_bpc(m['heldout_stdlib'])} |",
+        f"| previous shipped weights, all held-out files | {m['previous_heldout']['nats_per_token']:.4f} | "
+        f"{_bpc(m['previous_heldout'])} |",
+        "",
+        "## Sample completions (greedy)", "",
+    ]
+    for s in m["samples"]:
+        lines += ["```python", s["prompt"] + s["completion"], "```", ""]
+    meas = block(previous, MEAS) or "(not measured)"
+    lines += ["## Measurements", "", MEAS[0], meas, MEAS[1], "",
+              "## Speculative decoding with hsd", "", ENGINE[0],
+              f"Not measured yet for these weights (exported {m['exported'][:10]}); "
+              "`python benchmarks/pair_goals.py --write-cards` measures and fills this section.", ENGINE[1], "",
+              "## Limitations", "",
+              "Tiny and trained for little compute on a CPU: completions look like Python but often do not run. "
+              "For demos and tests only.", ""]
+    path.write_text("\n".join(lines))

@@ -1,0 +1,475 @@
+"""Resumable training of one model of the embedded pair: stop at any time, continue any day.
+
+    python scripts/train_pair.py resume --role target --work ~/.cache/hsd-train --minutes 60
+    python scripts/train_pair.py resume --role target --work ~/.cache/hsd-train --status
+    python scripts/train_pair.py export --role target --work ~/.cache/hsd-train --out assets/tiny-code
+
+State lives in ``WORK`` (outside the repository):
+
+* ``corpus/``: the texts ``scripts/build_corpus.py`` wrote (built on first use if missing);
+* ``packed/ROLE-{train,heldout}.u16``: the corpus tokenized by the role's tokenizer, as uint16, each
+  file followed by the tokenizer's end-of-text (drafters: ``<s>`` before each file too);
+* ``ckpt/ROLE.pt``: float32 weights, AdamW state, the data position, the learning-rate segment and
+  the running totals (steps, tokens, seconds). Written atomically every ``--checkpoint-minutes``,
+  at the end of a segment and on SIGINT/SIGTERM, so ``kill`` loses at most a few minutes.
+
+Training runs in *segments*: each ``resume --minutes M`` (or ``--steps N``) that finds no
+unfinished segment starts one of that length, with a short warmup and a cosine decay to 10% of the
+peak learning rate over the segment; a segment cut short by a kill continues where it stopped. The
+data order is a fixed permutation of non-overlapping windows per epoch (seeded by the epoch), so
+the position is two integers.
+
+If the checkpoint is lost, the shipped half-precision weights in ``assets/tiny-code/ROLE`` are the
+starting point (``--init``, the default): the optimizer state starts fresh, and the totals start
+from the shipped ``train_log.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+LN2 = math.log(2.0)
+HYPER = {  # per role: batch x seq windows and peak learning rate (train_pair.py's cpu preset)
+    "target": dict(batch=16, seq=256, lr=2e-3),
+    "drafter": dict(batch=32, seq=256, lr=3e-3),
+    "drafter-bytes": dict(batch=16, seq=512, lr=3e-3),
+}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Packed data and its position
+# ---------------------------------------------------------------------------------------------
+def tokenizer_digest(tok) -> str:
+    return hashlib.sha256(tok.backend_tokenizer.to_str().encode()).hexdigest()[:16]
+
+
+def pack(tok, docs: list[dict], path: Path, drafter: bool) -> dict:
+    """Tokenize ``docs`` into one uint16 stream at ``path``; return its metadata."""
+    assert len(tok) <= 65536, "uint16 packing needs a vocabulary of at most 65,536 tokens"
+    bos, eos = tok.bos_token_id, tok.eos_token_id
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    n_tokens = 0
+    with tmp.open("wb") as f:
+        for i in range(0, len(docs), 256):
+            texts = [d["text"] for d in docs[i:i + 256]]
+            for enc in tok.backend_tokenizer.encode_batch(texts, add_special_tokens=False):
+                ids = ([bos] if drafter else []) + enc.ids + [eos]
+                np.asarray(ids, dtype=np.uint16).tofile(f)
+                n_tokens += len(ids)
+    tmp.replace(path)
+    return dict(tokens=n_tokens, chars=sum(len(d["text"]) for d in docs), files=len(docs))
+
+
+def load_stream(path: Path) -> torch.Tensor:
+    return torch.from_numpy(np.fromfile(path, dtype=np.uint16).astype(np.int64))
+
+
+class Windows:
+    """Non-overlapping windows of ``seq + 1`` tokens in a per-epoch random order.
+
+    Position = (epoch, index): ``state_dict`` is all a checkpoint needs to continue the same order."""
+
+    def __init__(self, stream: torch.Tensor, seq: int, batch: int, seed: int):
+        self.stream, self.seq, self.batch, self.seed = stream, seq, batch, seed
+        self.epoch, self.index = 0, 0
+        self._order = None
+
+    def _starts(self) -> torch.Tensor:
+        if self._order is None:
+            offset = (self.epoch * 97) % self.seq  # shift the grid each epoch so cuts move
+            n = (self.stream.numel() - offset - 1) // self.seq
+            g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+            self._order = offset + torch.randperm(n, generator=g) * self.seq
+        return self._order
+
+    def __len__(self) -> int:
+        return (self.stream.numel() - 1) // self.seq
+
+    def next_batch(self) -> torch.Tensor:
+        starts = self._starts()
+        if self.index + self.batch > starts.numel():
+            self.epoch, self.index, self._order = self.epoch + 1, 0, None
+            starts = self._starts()
+        picked = starts[self.index:self.index + self.batch]
+        self.index += self.batch
+        return self.stream[picked[:, None] + torch.arange(self.seq + 1)[None, :]]
+
+    def state_dict(self) -> dict:
+        return dict(epoch=self.epoch, index=self.index, seed=self.seed, seq=self.seq, batch=self.batch)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.index, self._order = state["epoch"], state["index"], None
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation
+# ---------------------------------------------------------------------------------------------
+@torch.no_grad()
+def heldout_loss(model, stream: torch.Tensor, chars: int | None, seq: int, device: str, bf16: bool,
+                 max_windows: int | None = None, batch: int = 16) -> dict:
+    """Nats per token and bits per character over consecutive windows of ``stream``."""
+    from train_pair import autocast_ctx
+
+    was_training = model.training
+    model.eval()
+    n = (stream.numel() - 1) // seq
+    if max_windows:
+        n = min(n, max_windows)
+    nats, count = 0.0, 0
+    for i in range(0, n, batch):
+        rows = torch.arange(i, min(n, i + batch)) * seq
+        x = stream[rows[:, None] + torch.arange(seq + 1)[None, :]].to(device)
+        with autocast_ctx(device, bf16):
+            logits = model(input_ids=x[:, :-1]).logits.float()
+        nats += torch.nn.functional.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="sum").item()
+        count += x[:, 1:].numel()
+    model.train(was_training)
+    covered = count / max(1, stream.numel() - 1)
+    rec = dict(nats_per_token=round(nats / max(count, 1), 5), tokens=count)
+    if chars and not max_windows:  # bits per character only over (nearly) the whole text
+        rec["bits_per_char"] = round(nats / LN2 / (chars * covered), 5)
+    return rec
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints
+# ---------------------------------------------------------------------------------------------
+def save_checkpoint(path: Path, state: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def shipped_totals(init_dir: Path, role: str) -> dict:
+    """Steps, tokens and seconds of the run that produced the shipped weights (its train_log.json)."""
+    logf = init_dir.parent / "train_log.json"
+    if not logf.is_file():
+        return dict(steps=0, tokens=0, seconds=0.0, sessions=[])
+    run = json.loads(logf.read_text())
+    if "totals" in run.get(role, {}):
+        return dict(run[role]["totals"])
+    tr = run.get(role, {}).get("training", {})
+    return dict(steps=tr.get("steps", 0), tokens=tr.get("tokens_seen", 0), seconds=tr.get("seconds", 0.0),
+                sessions=[dict(what="train_pair.py from scratch", steps=tr.get("steps", 0),
+                               tokens=tr.get("tokens_seen", 0), seconds=tr.get("seconds", 0.0),
+                               command=run.get("command"))])
+
+
+class Stop:
+    """SIGINT/SIGTERM set a flag; the loop checkpoints and exits at the next step."""
+
+    def __init__(self):
+        self.requested = False
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handler)
+
+    def _handler(self, signum, frame):
+        log(f"signal {signum}: checkpointing and stopping after this step")
+        self.requested = True
+
+
+# ---------------------------------------------------------------------------------------------
+# Resume
+# ---------------------------------------------------------------------------------------------
+def prepare_data(work: Path, role: str, tok) -> dict:
+    """Corpus texts and packed streams for ``role``; rebuilt when the corpus or tokenizer changed."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import build_corpus
+
+    corpus = work / "corpus"
+    if not (corpus / "manifest.json").is_file():
+        log("no corpus in the work folder yet: building it (scripts/build_corpus.py)")
+        build_corpus.main(["--work", str(work)])
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    key = dict(corpus=manifest["sha256"], tokenizer=tokenizer_digest(tok))
+    meta_path = work / "packed" / f"{role}.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    if meta.get("key") != key:
+        t0 = time.time()
+        meta = dict(key=key)
+        for split in ("train", "heldout"):
+            docs = build_corpus.read_jsonl(corpus / f"{split}.jsonl")
+            meta[split] = pack(tok, docs, work / "packed" / f"{role}-{split}.u16", drafter=role != "target")
+            del docs
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+        log(f"packed {role}: {meta['train']['tokens']:,} train tokens, {meta['heldout']['tokens']:,} held-out "
+            f"tokens in {time.time() - t0:.0f}s")
+    meta["manifest"] = manifest
+    return meta
+
+
+def load_init(init_dir: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(init_dir)
+    model = AutoModelForCausalLM.from_pretrained(init_dir, dtype=torch.float32)
+    return model, tok
+
+
+def make_optimizer(model, lr: float):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                             lr=lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def segment_lr(seg: dict, peak: float) -> float:
+    """Warmup then cosine to 10% of ``peak`` over the segment (by steps, or by seconds)."""
+    done = seg["steps_done"] / seg["steps"] if seg.get("steps") else seg["seconds_done"] / seg["seconds"]
+    warm = min(1.0, (seg["steps_done"] + 1) / seg["warmup"])
+    return peak * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, done))))
+
+
+def segment_finished(seg: dict | None) -> bool:
+    if seg is None:
+        return True
+    if seg.get("steps"):
+        return seg["steps_done"] >= seg["steps"]
+    return seg["seconds_done"] >= seg["seconds"]
+
+
+def resume(args) -> int:
+    from train_pair import autocast_ctx, bf16_is_fast, machine_info
+
+    work, role = Path(args.work).expanduser(), args.role
+    init_dir = Path(args.init or ROOT / "assets" / "tiny-code" / role)
+    ckpt_path = work / "ckpt" / f"{role}.pt"
+    hp = dict(HYPER[role])
+    torch.set_num_threads(args.threads)
+    model, tok = load_init(init_dir)
+    data = prepare_data(work, role, tok)
+    if ckpt_path.is_file():
+        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        model.load_state_dict(state["model"])
+        log(f"resumed {role} from {ckpt_path}: {state['totals']['tokens']:,} tokens so far")
+    else:
+        state = dict(totals=shipped_totals(init_dir, role), segment=None, segments=[], evals=[],
+                     data=None, optimizer=None, hyper=hp, init=str(init_dir))
+        state["totals"]["sessions"] = list(state["totals"].get("sessions", []))
+        log(f"first resume of {role}: starting from the weights in {init_dir}")
+    hp = state.get("hyper", hp)
+    if args.status:
+        print(json.dumps({k: v for k, v in state.items() if k not in ("model", "optimizer")}, indent=1, default=str))
+        return 0
+    device = args.device
+    model.to(device).train()
+    opt = make_optimizer(model, hp["lr"])
+    if state["optimizer"] is not None:
+        opt.load_state_dict(state["optimizer"])
+    train = Windows(load_stream(work / "packed" / f"{role}-train.u16"), hp["seq"], hp["batch"], args.seed)
+    if state["data"] is not None:
+        train.load_state_dict(state["data"])
+    held = load_stream(work / "packed" / f"{role}-heldout.u16")
+    seg = state["segment"]
+    if segment_finished(seg):
+        if not (args.minutes or args.steps):
+            log("no unfinished segment; pass --minutes or --steps to train more")
+            return 0
+        seg = dict(started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), steps=args.steps, seconds=(args.minutes or 0) * 60,
+                   autocast="bf16" if bf16_is_fast(device) else "none (float32)",
+                   warmup=args.warmup, steps_done=0, seconds_done=0.0, tokens_done=0, command="python " + " ".join(sys.argv),
+                   machine=machine_info(), device=device, threads=args.threads)
+        state["segment"] = seg
+        log(f"new segment: {args.steps or 0} steps / {args.minutes or 0} min, warmup {args.warmup}, peak lr {hp['lr']}")
+    else:
+        log(f"continuing the unfinished segment ({seg['steps_done']} steps, {seg['seconds_done'] / 60:.1f} min done)")
+
+    stop = Stop()
+
+    def checkpoint():
+        state.update(model={k: v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()},
+                     optimizer=opt.state_dict(), data=train.state_dict())
+        save_checkpoint(ckpt_path, state)
+
+    torch.manual_seed(args.seed + state["totals"]["steps"])
+    last_ckpt = last_print = last_eval = time.time()
+    ema = None
+    now_steps, now_start = 0, time.time()
+
+    def enough_for_now() -> bool:
+        return ((args.for_steps is not None and now_steps >= args.for_steps)
+                or (args.for_minutes is not None and time.time() - now_start >= args.for_minutes * 60))
+
+    while not segment_finished(seg) and not stop.requested and not enough_for_now():
+        now_steps += 1
+        t_step = time.time()
+        lr = segment_lr(seg, hp["lr"])
+        for group in opt.param_groups:
+            group["lr"] = lr
+        x = train.next_batch().to(device)
+        with autocast_ctx(device):
+            logits = model(input_ids=x[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        dt = time.time() - t_step
+        n = x[:, 1:].numel()
+        seg["steps_done"] += 1
+        seg["seconds_done"] += dt
+        seg["tokens_done"] += n
+        state["totals"]["steps"] += 1
+        state["totals"]["tokens"] += n
+        state["totals"]["seconds"] += dt
+        lv = loss.item()
+        ema = lv if ema is None else 0.98 * ema + 0.02 * lv
+        now = time.time()
+        if now - last_print > 60:
+            log(f"{role}: step {state['totals']['steps']} loss {lv:.3f} (ema {ema:.3f}) lr {lr:.2e} "
+                f"{seg['tokens_done'] / max(seg['seconds_done'], 1e-9):.0f} tok/s; segment "
+                f"{seg['seconds_done'] / 60:.1f} min; total {state['totals']['tokens']:,} tokens")
+            last_print = now
+        if now - last_eval > args.eval_minutes * 60:
+            ev = heldout_loss(model, held, None, hp["seq"], device, bf16=True, max_windows=64)
+            ev.update(step=state["totals"]["steps"], trained_tokens=state["totals"]["tokens"], train_ema=round(ema, 4))
+            state["evals"].append(ev)
+            log(f"{role}: quick held-out eval {ev}")
+            last_eval = time.time()
+        if now - last_ckpt > args.checkpoint_minutes * 60:
+            checkpoint()
+            last_ckpt = time.time()
+    if segment_finished(seg):
+        ev = heldout_loss(model, held, data["heldout"]["chars"], hp["seq"], device, bf16=False)
+        seg.update(finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), heldout=ev)
+        state["segments"].append(seg)
+        state["totals"]["sessions"].append(dict(what="resume segment", steps=seg["steps_done"],
+                                                tokens=seg["tokens_done"], seconds=round(seg["seconds_done"], 1),
+                                                command=seg["command"], finished=seg["finished"], heldout=ev))
+        log(f"{role}: segment finished; held-out {ev}")
+    checkpoint()
+    log(f"{role}: checkpoint written to {ckpt_path} ({state['totals']['tokens']:,} tokens in "
+        f"{state['totals']['seconds'] / 60:.1f} min of training in all)")
+    return 0
+
+
+def _digest(model) -> str:
+    h = hashlib.sha256()
+    for k, v in sorted(model.state_dict().items()):
+        h.update(k.encode() + v.detach().to(torch.float16).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def cached_heldout(work: Path, role: str, model, stream, chars, seq) -> dict:
+    """Full held-out loss of ``model`` (float32), cached in WORK by weights digest."""
+    cache_path = work / "ckpt" / f"{role}-evals.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    key = f"{_digest(model)}:{seq}:{stream.numel()}"
+    if key not in cache:
+        cache[key] = heldout_loss(model, stream, chars, seq, "cpu", bf16=False)
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        cache_path.write_text(json.dumps(cache, indent=1) + "\n")
+    return cache[key]
+
+
+def export(args) -> int:
+    """Write the checkpoint as the shipped float16 model if it beats the shipped one on held-out text."""
+    from train_pair import round_to_fp16_, sample_completions, save_model_dir
+    from model_card import write_resumed_card
+
+    work, role = Path(args.work).expanduser(), args.role
+    out_dir = Path(args.out) / role
+    ckpt_path = work / "ckpt" / f"{role}.pt"
+    if not ckpt_path.is_file():
+        raise SystemExit(f"no checkpoint at {ckpt_path}: run `train_pair.py resume --role {role}` first")
+    torch.set_num_threads(args.threads)
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    shipped, tok = load_init(out_dir)
+    data = prepare_data(work, role, tok)
+    held = load_stream(work / "packed" / f"{role}-heldout.u16")
+    seq, chars = state["hyper"]["seq"], data["heldout"]["chars"]
+    model, _ = load_init(out_dir)
+    model.load_state_dict(state["model"])
+    round_to_fp16_(model)
+    new = cached_heldout(work, role, model, held, chars, seq)
+    old = cached_heldout(work, role, shipped, held, chars, seq)
+    log(f"{role} held-out bits/char: checkpoint (float16) {new['bits_per_char']}, shipped {old['bits_per_char']}")
+    if new["nats_per_token"] >= old["nats_per_token"] and not args.force:
+        log("the checkpoint is not better than the shipped weights: nothing written (--force to write anyway)")
+        return 1
+    stdlib = build_stdlib_heldout(work, tok, role)
+    stdlib_eval = heldout_loss(model, stdlib["stream"], stdlib["chars"], seq, "cpu", bf16=False)
+    card_path = out_dir / "README.md"
+    previous_card = card_path.read_text() if card_path.is_file() else ""
+    save_model_dir(model, tok, out_dir)
+    model, _ = load_init(out_dir)
+    samples = sample_completions(model.eval(), tok, args.sample_tokens)
+    record = dict(role=role, totals=state["totals"], segments=state["segments"], hyper=state["hyper"],
+                  heldout=new, heldout_stdlib=stdlib_eval, heldout_stdlib_files=stdlib["files"],
+                  previous_heldout=old, manifest=data["manifest"], samples=samples,
+                  params=sum(p.numel() for p in model.parameters()), exported=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    write_resumed_card(card_path, model.config, tok, record, previous_card)
+    logf = Path(args.out) / "train_log.json"
+    run = json.loads(logf.read_text()) if logf.is_file() else {}
+    run.setdefault(role, {})
+    run[role]["totals"] = state["totals"]
+    run[role]["resumed"] = {k: v for k, v in record.items() if k not in ("manifest", "totals")}
+    logf.write_text(json.dumps(run, indent=1) + "\n")
+    manifest = {k: v for k, v in data["manifest"].items()}
+    (Path(args.out) / "corpus.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    log(f"wrote {out_dir} (held-out {new['bits_per_char']} bits/char, stdlib held-out "
+        f"{stdlib_eval.get('bits_per_char')}), its model card, train_log.json and corpus.json")
+    return 0
+
+
+def build_stdlib_heldout(work: Path, tok, role: str) -> dict:
+    """The held-out files from the standard library only: comparable with the first pair's number."""
+    import build_corpus
+
+    docs = [d for d in build_corpus.read_jsonl(work / "corpus" / "heldout.jsonl") if d["source"] == "stdlib"]
+    ids = []
+    for enc in tok.backend_tokenizer.encode_batch([d["text"] for d in docs], add_special_tokens=False):
+        ids += ([tok.bos_token_id] if role != "target" else []) + enc.ids + [tok.eos_token_id]
+    return dict(stream=torch.tensor(ids, dtype=torch.long), chars=sum(len(d["text"]) for d in docs),
+                files=[d["path"] for d in docs])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="train_pair.py resume", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--role", choices=sorted(HYPER), default="target")
+    ap.add_argument("--work", default="~/.cache/hsd-train", help="corpus, packed data and checkpoints")
+    ap.add_argument("--init", default=None, help="weights to start from without a checkpoint (default: the shipped ones)")
+    ap.add_argument("--minutes", type=float, default=None, help="length of a new segment, in minutes of training")
+    ap.add_argument("--steps", type=int, default=None, help="length of a new segment, in optimizer steps")
+    ap.add_argument("--warmup", type=int, default=50, help="warmup steps of a new segment")
+    ap.add_argument("--for-steps", type=int, default=None,
+                    help="stop this run after N steps, leaving the segment to the next resume")
+    ap.add_argument("--for-minutes", type=float, default=None,
+                    help="stop this run after M wall minutes, leaving the segment to the next resume")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
+    ap.add_argument("--eval-minutes", type=float, default=10.0)
+    ap.add_argument("--status", action="store_true", help="print the checkpoint's totals and segments, then exit")
+    ap.add_argument("--out", default=str(ROOT / "assets" / "tiny-code"), help="export: the pair folder to update")
+    ap.add_argument("--force", action="store_true", help="export even if the held-out loss is not lower")
+    ap.add_argument("--sample-tokens", type=int, default=96, help="export: new tokens per model-card sample")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv.pop(0) if argv and argv[0] in ("resume", "export") else "resume"
+    args = ap.parse_args(argv)
+    return resume(args) if command == "resume" else export(args)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""The embedded pair's corpus and resumable training (scripts/build_corpus.py, scripts/resumable.py)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import build_corpus  # noqa: E402
+import resumable  # noqa: E402
+
+
+class _Meta(dict):
+    def get_all(self, key):
+        return self.get("_classifiers") if key == "Classifier" else None
+
+
+class _Dist:
+    def __init__(self, **fields):
+        self.metadata = _Meta(fields)
+
+
+@pytest.mark.parametrize("fields, permissive", [
+    (dict(**{"License-Expression": "MIT"}), True),
+    (dict(**{"License-Expression": "Apache-2.0 AND Apache-2.0 WITH LLVM-exception AND BSD-3-Clause"}), True),
+    (dict(**{"License-Expression": "MPL-2.0"}), False),
+    (dict(**{"License-Expression": "MPL-2.0 AND MIT"}), False),
+    (dict(**{"License-Expression": "Apache-2.0 OR MIT"}), True),
+    (dict(**{"License-Expression": "GPL-3.0-only OR MIT"}), True),
+    (dict(License="Dual License", _classifiers=["License :: OSI Approved :: BSD License",
+                                                "License :: OSI Approved :: Apache Software License"]), True),
+    (dict(_classifiers=["License :: OSI Approved :: GNU Lesser General Public License v3 (LGPLv3)"]), False),
+    (dict(License="Apache 2.0 License"), True),
+    (dict(), False),  # unknown licence: dropped
+])
+def test_only_permissive_licences_are_kept(fields, permissive):
+    assert build_corpus.licence_of(_Dist(**fields))[1] is permissive
+
+
+def test_heldout_split_depends_only_on_the_path():
+    keys = [f"pkg/mod{i}.py" for i in range(2000)]
+    held = [k for k in keys if build_corpus.heldout_by_hash(k, 50)]
+    assert 10 <= len(held) <= 80  # about 1 in 50
+    assert held == [k for k in keys if build_corpus.heldout_by_hash(k, 50)]
+
+
+def test_repetitive_generated_files_are_filtered_but_code_is_not():
+    code = (ROOT / "hsd" / "runner.py").read_text()
+    table = "".join(f"    'x{i % 7}': Validator('x{i % 7}', parent='layout'),\n" for i in range(400))
+    assert not build_corpus.is_repetitive(code, 0.12)
+    assert build_corpus.is_repetitive(table, 0.12)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The real corpus rules on this machine, shrunk to a slice (the whole build takes ~10 s)."""
+    previous = json.loads((ROOT / "assets" / "tiny-code" / "corpus.json").read_text())
+    if previous.get("previous_train"):
+        previous = dict(train=previous["previous_train"], heldout=previous["heldout"])
+    import sysconfig
+
+    return build_corpus.build(ROOT / "requirements.txt", Path(sysconfig.get_paths()["stdlib"]), previous)
+
+
+def test_corpus_is_deduplicated_split_by_file_and_keeps_the_first_pairs_split(corpus):
+    train, heldout, manifest = corpus
+    texts = [d["text"] for d in train + heldout]
+    assert len(set(hashlib.sha256(t.encode()).digest() for t in texts)) == len(texts)
+    assert not {d["path"] for d in train} & {d["path"] for d in heldout}
+    first = json.loads((ROOT / "assets" / "tiny-code" / "corpus.json").read_text())
+    first_train = set(first.get("previous_train") or first["train"])
+    held_paths = {d["path"] for d in heldout}
+    assert not first_train & held_paths, "a file the shipped pair trained on would be tested on"
+    assert {"smtplib.py", "tracemalloc.py", "asyncio/timeouts.py"} <= held_paths  # held out by the first pair
+    assert manifest["train_chars"] > 1e8  # the first pair's corpus: 1.0e7
+    names = {p["name"].lower() for p in manifest["packages"]}
+    assert {"python", "torch", "transformers", "gradio"} <= names
+    assert all(build_corpus._expression_permissive(d["licence"]) is not True for d in manifest["dropped_licences"])
+
+
+def test_windows_visit_every_window_once_per_epoch_and_resume_at_the_same_place():
+    stream = torch.arange(1000)
+    w = resumable.Windows(stream, seq=10, batch=7, seed=3)
+    seen = torch.cat([w.next_batch()[:, 0] for _ in range(len(w) // 7)])
+    assert len(set(seen.tolist())) == len(seen)
+    state = w.state_dict()
+    ahead = [w.next_batch() for _ in range(30)]  # crosses into the next epochs
+    again = resumable.Windows(stream, seq=10, batch=7, seed=3)
+    again.load_state_dict(state)
+    assert all(torch.equal(a, again.next_batch()) for a in ahead)
+
+
+@pytest.fixture()
+def work(tmp_path):
+    """A work folder with a small corpus and a tiny model to start from."""
+    from builders import bytelevel_tokenizer, corpus as texts, tiny_llama
+
+    tok = bytelevel_tokenizer()
+    model = tiny_llama(tok, 0, layers=1)
+    init = tmp_path / "pair" / "target"
+    model.save_pretrained(init)
+    tok.save_pretrained(init)
+    docs = [dict(source="stdlib", path=f"f{i}.py", text=t) for i, t in enumerate(texts() * 2)]
+    work = tmp_path / "work"
+    build_corpus.write_jsonl(work / "corpus" / "train.jsonl", docs[1:])
+    build_corpus.write_jsonl(work / "corpus" / "heldout.jsonl", docs[:1])
+    manifest = dict(sha256="test", train_chars=1, heldout_chars=1, train_files=len(docs) - 1, heldout_files=1,
+                    packages=[], dropped_licences=[], python="3", heldout=["f0.py"])
+    (work / "corpus" / "manifest.json").write_text(json.dumps(manifest))
+    return work, init
+
+
+def _resume(work, init, *extra):
+    return resumable.main(["resume", "--work", str(work), "--init", str(init), "--threads", "1", "--warmup", "2",
+                           "--eval-minutes", "1000", *extra])
+
+
+def _checkpoint(work):
+    return torch.load(work / "ckpt" / "target.pt", map_location="cpu", weights_only=False)
+
+
+def test_interrupted_training_continues_exactly_like_an_uninterrupted_run(work, tmp_path):
+    work_dir, init = work
+    other = tmp_path / "work2"
+    import shutil
+
+    shutil.copytree(work_dir, other)
+    assert _resume(work_dir, init, "--steps", "4") == 0
+    assert _resume(other, init, "--steps", "4", "--for-steps", "2") == 0
+    half = _checkpoint(other)
+    assert half["segment"]["steps_done"] == 2 and half["totals"]["steps"] == 2
+    assert _resume(other, init) == 0  # no length given: the unfinished segment continues
+    a, b = _checkpoint(work_dir), _checkpoint(other)
+    assert a["totals"]["steps"] == b["totals"]["steps"] == 4
+    assert a["data"] == b["data"]
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    assert a["segments"][-1]["heldout"]["bits_per_char"] > 0
+
+
+def test_a_finished_segment_is_extended_only_on_request(work):
+    work_dir, init = work
+    assert _resume(work_dir, init, "--steps", "2") == 0
+    assert _resume(work_dir, init) == 0  # nothing to continue: says so, trains nothing
+    assert _checkpoint(work_dir)["totals"]["steps"] == 2
+    assert _resume(work_dir, init, "--steps", "3") == 0
+    state = _checkpoint(work_dir)
+    assert state["totals"]["steps"] == 5 and len(state["segments"]) == 2
+    assert [s["what"] for s in state["totals"]["sessions"]] == ["resume segment", "resume segment"]
+
+
+def test_export_writes_a_loadable_float16_model_and_a_card_with_the_history(work):
+    work_dir, init = work
+    assert _resume(work_dir, init, "--steps", "3") == 0
+    out = init.parent
+    code = resumable.main(["export", "--work", str(work_dir), "--out", str(out), "--force", "--sample-tokens", "4",
+                           "--threads", "1"])
+    assert code == 0
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(out / "target")
+    assert model.dtype == torch.float32
+    state = _checkpoint(work_dir)
+    for key, value in model.state_dict().items():
+        if key in state["model"]:
+            assert torch.equal(value, state["model"][key].half().float()), key
+    card = (out / "target" / "README.md").read_text()
+    assert "## Training history" in card and "3 optimizer steps" in card
+    assert "Not measured yet for these weights" in card
+    log = json.loads((out / "train_log.json").read_text())
+    assert log["target"]["totals"]["steps"] == 3
