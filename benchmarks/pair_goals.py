@@ -1,0 +1,157 @@
+"""Issue 13's goals for the embedded pair, measured on held-out prompts and printed (asserts nothing).
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/pair_goals.py --work ~/.cache/hsd-train
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/pair_goals.py --skip-bpc --write-cards
+
+1. Held-out bits per character of the target (the corpus's full held-out split; needs the work
+   folder of ``scripts/train_pair.py resume``; cached by weights digest). Goal <= 1.0.
+2. Greedy target text on held-out prompts (``assets/prompts/code.jsonl``, cut from files the pair
+   never trained on), 96 new tokens: mean share of distinct 4-grams of target tokens. Goal >= 0.7.
+3. Speed against hsd's AR in the same run, prompt by prompt (AR and the algorithm alternate, so a
+   change in the machine's load hits both): greedy SLEM >= 2.0x; TLI at T=1 >= 1.0x; SLEM at
+   T=0.7 >= 1.2x; SLRS with the byte drafter at T=0 >= 1.0x. Speedup = (total tokens / total
+   seconds) of the algorithm over the same for AR.
+
+``--write-cards`` puts the table into the target's model card (``hsd-engine`` block).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import torch  # noqa: E402
+
+import hsd  # noqa: E402
+from hsd.bench import load_prompts, machine_info, machine_line  # noqa: E402
+
+# (preset, algorithm, temperature, goal): the issue's speed goals
+SPEED = [
+    ("tiny-code", "slem", 0.0, 2.0),
+    ("tiny-code", "tli", 0.0, None),
+    ("tiny-code", "tli", 1.0, 1.0),
+    ("tiny-code", "slem", 0.7, 1.2),
+    ("tiny-code-bytes", "slrs", 0.0, 1.0),
+]
+
+
+def distinct_4gram_share(ids: list[int]) -> float:
+    grams = [tuple(ids[i:i + 4]) for i in range(len(ids) - 3)]
+    return len(set(grams)) / len(grams) if grams else 0.0
+
+
+def quality(pair, prompts, new_tokens: int):
+    rows = []
+    for prompt in prompts:
+        res = hsd.generate(pair, prompt, algorithm="ar", max_new_tokens=new_tokens, temperature=0.0)
+        rows.append(dict(prompt=prompt, text=res.text, share=distinct_4gram_share(res.token_ids)))
+    return rows
+
+
+def speed(pair, algorithm, temperature, prompts, args):
+    totals = {"ar": [0, 0.0], algorithm: [0, 0.0]}
+    taus, accepts = [], []
+    for i, prompt in enumerate(prompts):
+        for name in ("ar", algorithm):
+            res = hsd.generate(pair, prompt, algorithm=name, max_new_tokens=args.max_new_tokens,
+                               temperature=temperature, lookahead=args.lookahead, seed=i)
+            totals[name][0] += len(res.token_ids)
+            totals[name][1] += res.metrics["total_s"]
+            if name != "ar":
+                taus.append(res.metrics["mean_accepted_length"] or 0.0)
+                accepts.append(res.metrics["acceptance_rate"] or 0.0)
+    ar_tps = totals["ar"][0] / totals["ar"][1]
+    alg_tps = totals[algorithm][0] / totals[algorithm][1]
+    return dict(ar_tps=ar_tps, tps=alg_tps, speedup=alg_tps / ar_tps, tau=statistics.mean(taus),
+                acceptance=statistics.mean(accepts))
+
+
+def bits_per_char(work: Path) -> dict | None:
+    import resumable
+
+    if not (work / "packed" / "target-heldout.u16").is_file():
+        return None
+    model, tok = resumable.load_init(ROOT / "assets" / "tiny-code" / "target")
+    data = resumable.prepare_data(work, "target", tok)
+    held = resumable.load_stream(work / "packed" / "target-heldout.u16")
+    return resumable.cached_heldout(work, "target", model.eval(), held, data["heldout"]["chars"], 256)
+
+
+def table(rows, machine: str, args) -> str:
+    lines = [f"Measured with `python benchmarks/pair_goals.py` on {time.strftime('%Y-%m-%d')}: {machine}; "
+             f"{args.prompts} held-out code prompts x {args.max_new_tokens} new tokens, lookahead {args.lookahead}, "
+             "AR and the algorithm alternating prompt by prompt in one run.", "",
+             "| drafter | algorithm | T | AR tok/s | tok/s | speedup vs AR | goal | τ | acceptance |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        goal = f"≥ {r['goal']}×" if r["goal"] else "—"
+        lines.append(f"| {r['preset']} | {r['algorithm']} | {r['temperature']} | {r['ar_tps']:.1f} | {r['tps']:.1f} | "
+                     f"**{r['speedup']:.2f}×** | {goal} | {r['tau']:.2f} | {r['acceptance']:.1%} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", default="~/.cache/hsd-train", help="resume's work folder (corpus, packed held-out)")
+    ap.add_argument("--skip-bpc", action="store_true")
+    ap.add_argument("--prompts", type=int, default=12)
+    ap.add_argument("--quality-tokens", type=int, default=96)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--lookahead", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--write-cards", action="store_true", help="fill the target card's hsd-engine block")
+    ap.add_argument("--json", default=None, help="also write every number here")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    prompts = load_prompts("code", args.prompts)
+    out = {}
+    if not args.skip_bpc:
+        out["bpc"] = bits_per_char(Path(args.work).expanduser())
+        bpc = out["bpc"] and out["bpc"]["bits_per_char"]
+        print(f"held-out bits/char: {bpc if bpc is not None else 'n/a (no packed held-out in --work)'}  (goal <= 1.0)")
+    pairs = {}
+    for preset, *_ in SPEED:
+        if preset not in pairs:
+            pairs[preset] = hsd.load_pair(preset=preset, device="cpu")
+    machine = machine_line(machine_info(pairs["tiny-code"]))
+    print(f"machine: {machine}")
+    q = quality(pairs["tiny-code"], prompts, args.quality_tokens)
+    out["distinct_4gram_share"] = statistics.mean(r["share"] for r in q)
+    out["samples"] = q[:3]
+    print(f"greedy distinct 4-gram share over {len(q)} held-out prompts: {out['distinct_4gram_share']:.3f} "
+          "(goal >= 0.7)")
+    for r in q[:3]:
+        print("---\n" + r["prompt"] + r["text"])
+    rows = []
+    for preset, algorithm, temperature, goal in SPEED:
+        pair = pairs[preset]
+        hsd.generate(pair, prompts[0], algorithm=algorithm, max_new_tokens=8, temperature=temperature)  # warm-up
+        row = dict(preset=preset, algorithm=algorithm, temperature=temperature, goal=goal,
+                   **speed(pair, algorithm, temperature, prompts, args))
+        rows.append(row)
+        verdict = "" if goal is None else ("  met" if row["speedup"] >= goal else f"  MISSED (goal {goal}x)")
+        print(f"{preset:16s} {algorithm:5s} T={temperature:<4} AR {row['ar_tps']:7.1f} tok/s  {row['tps']:7.1f} tok/s  "
+              f"{row['speedup']:.2f}x  tau {row['tau']:.2f}  acceptance {row['acceptance']:.1%}{verdict}")
+    out["speed"] = rows
+    out["machine"] = machine
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    if args.write_cards:
+        import model_card
+
+        card = ROOT / "assets" / "tiny-code" / "target" / "README.md"
+        card.write_text(model_card.replace_block(card.read_text(), model_card.ENGINE, table(rows, machine, args)))
+        print(f"wrote the table into {card.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
