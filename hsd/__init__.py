@@ -7,7 +7,7 @@
 """
 
 from .errors import (GatedModelError, HsdError, IncompatiblePairError, InvalidSettingError, ModelNotFoundError,
-                     NotCausalLMError, PromptError, ResourceLimitError, TokenizerMissingError)
+                     NotCausalLMError, PromptError, RemoteCodeError, ResourceLimitError, TokenizerMissingError)
 from .generate import check_algorithm, generate, stream
 from .loading import PRESETS, Model, Pair, clear_cache, is_loaded, load_model, load_pair
 from .trace import Emitted, Position, Result, Round, Span
@@ -15,7 +15,7 @@ from .vocab import PairVocab, Vocab
 
 __all__ = [
     "GatedModelError", "HsdError", "IncompatiblePairError", "InvalidSettingError", "ModelNotFoundError",
-    "NotCausalLMError", "PromptError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
+    "NotCausalLMError", "PromptError", "RemoteCodeError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
     "stream", "PRESETS", "Model", "Pair", "clear_cache", "is_loaded", "load_model", "load_pair", "Emitted", "Position", "Result",
     "Round", "Span", "PairVocab", "Vocab",
 ]

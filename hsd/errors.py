@@ -24,6 +24,10 @@ class NotCausalLMError(HsdError):
     """The model loads but is not a causal (decoder-only) language model."""
 
 
+class RemoteCodeError(HsdError):
+    """The model needs its repository's own Python code, and ``trust_remote_code`` is off."""
+
+
 class TokenizerMissingError(HsdError):
     """The model has no tokenizer that transformers can load."""
 

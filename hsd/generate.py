@@ -50,7 +50,14 @@ def encode_prompt(model: Model, prompt: str | None, messages: list[dict] | None,
     tok = model.tokenizer
     if messages is not None:
         if getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            from jinja2 import TemplateError
+
+            try:
+                text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            except TemplateError as exc:  # the template's own raise_exception(): a role or order it refuses
+                raise PromptError(f"The chat template of {model.name!r} refused these messages: {exc}. Check the "
+                                  "roles and their order (most templates take system?, then user/assistant "
+                                  "turns).") from None
             return tok(text, add_special_tokens=False)["input_ids"], text
         if fallback_text is None:
             raise PromptError(f"{model.name!r} has no chat template: pass a raw prompt instead of messages, "
@@ -59,16 +66,33 @@ def encode_prompt(model: Model, prompt: str | None, messages: list[dict] | None,
     return tok(prompt, add_special_tokens=True)["input_ids"], prompt
 
 
+def _check_unicode(text: str, where: str) -> None:
+    """Tokenizers take UTF-8: a lone surrogate (e.g. from a badly decoded file) has no encoding."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise PromptError(f"The {where} is not valid Unicode text: character {exc.start} is "
+                          f"{text[exc.start:exc.end]!r}, a lone surrogate. Fix the text (or decode its source "
+                          "as UTF-8) and try again.") from None
+
+
 def _check_prompt(prompt, messages) -> None:
     if (prompt is None) == (messages is None):
         raise PromptError("Give either a prompt (raw text) or messages (chat), not both and not neither.")
-    if prompt is not None and (not isinstance(prompt, str) or not prompt):
-        raise PromptError("The prompt is empty: type some text for the model to continue.")
+    if prompt is not None:
+        if not isinstance(prompt, str):
+            raise PromptError(f"prompt must be a str (got {type(prompt).__name__}); decode bytes first.")
+        if not prompt:
+            raise PromptError("The prompt is empty: type some text for the model to continue.")
+        _check_unicode(prompt, "prompt")
     if messages is not None:
         ok = isinstance(messages, list) and messages and all(
             isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages)
         if not ok:
             raise PromptError('messages must be a non-empty list of {"role": ..., "content": ...} dicts.')
+        for i, m in enumerate(messages):
+            _check_unicode(m["role"], f"role of message {i}")
+            _check_unicode(m["content"], f"content of message {i}")
 
 
 def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None = None, algorithm: str = "slem",
@@ -109,10 +133,8 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
             drafter_ids = prompt_ids
         else:
             drafter_ids, _ = encode_prompt(pair.drafter, prompt, messages, fallback_text=target_text)
-        dlimit = pair.drafter.context_length
-        if dlimit is not None and len(drafter_ids) >= dlimit:
-            raise PromptError(f"The prompt is {len(drafter_ids)} drafter tokens, more than the drafter's context "
-                              f"({dlimit}). Shorten the prompt or use a drafter with a longer context.")
+        # A prompt longer than the drafter's context is not refused: the drafter is full from the start, and
+        # every round is target-only, as when it fills up mid-run (DrafterContext.full); the output is the same.
     settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling, slrs_max_paths, slrs_max_forwards)
     s = Session(pair, settings, prompt_ids, drafter_ids, Rng(seed))
     s.clock.start = s.clock.mark = called  # prompt encoding counts as prefill

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from .errors import (GatedModelError, HsdError, InvalidSettingError, ModelNotFoundError, NotCausalLMError,
-                     TokenizerMissingError)
+                     RemoteCodeError, TokenizerMissingError)
 from .vocab import PairVocab, Vocab
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -164,6 +164,11 @@ def _load_error(name: str, exc: Exception, what: str) -> HsdError:
         return GatedModelError(
             f"{name!r} is a gated model: accept its licence on huggingface.co/{name} and log in "
             "(`hf auth login`) or set HF_TOKEN, then try again.")
+    if "trust_remote_code" in text or "contains custom code" in text:
+        return RemoteCodeError(
+            f"{name!r} needs its own Python code (from its repository) to load, and hsd does not run it unless "
+            "you turn that on. Only if you trust its authors: pass trust_remote_code=True to hsd.load_pair / "
+            "hsd.load_model, or --trust-remote-code on the command line.")
     if _is_local(name):
         if what == "tokenizer":
             return TokenizerMissingError(

@@ -2,7 +2,9 @@
 
 ``temperature``, ``top_k`` and ``top_p`` mean exactly what they mean in transformers' ``generate``:
 we apply its own logits warpers, in its order (temperature, then top-k, then top-p). Temperature 0
-is greedy: a one-hot distribution on the argmax, ties broken by the lowest id.
+is greedy: a one-hot distribution on the argmax, ties broken by the lowest id. A positive temperature
+below ``MIN_TEMPERATURE`` is refused: ``logits / temperature`` would overflow float32 to ``inf`` and
+the distribution would be NaN. Such a temperature is greedy in all but name: use 0.
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ from transformers.generation.logits_process import TemperatureLogitsWarper, TopK
 
 from .errors import InvalidSettingError
 
+MIN_TEMPERATURE = 1e-6  # |logit| / 1e-6 stays finite in float32 for any |logit| < 3e32
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -24,11 +32,15 @@ class Sampling:
 
     def __post_init__(self):
         t, k, p = self.temperature, self.top_k, self.top_p
-        if not isinstance(t, (int, float)) or math.isnan(t) or math.isinf(t) or t < 0:
+        if not _is_number(t) or math.isnan(t) or math.isinf(t) or t < 0:
             raise InvalidSettingError(f"temperature must be a finite number ≥ 0 (0 = greedy), got {t!r}.")
+        if 0 < t < MIN_TEMPERATURE:
+            raise InvalidSettingError(
+                f"temperature {t!r} is too small: logits / temperature would overflow. Use 0 for greedy "
+                f"decoding (its limit), or a temperature ≥ {MIN_TEMPERATURE:g}.")
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InvalidSettingError(f"top_k must be an integer ≥ 0 (0 = no top-k filter), got {k!r}.")
-        if not isinstance(p, (int, float)) or math.isnan(p) or not 0 < p <= 1:
+        if not _is_number(p) or math.isnan(p) or not 0 < p <= 1:
             raise InvalidSettingError(f"top_p must be in (0, 1] (1 = no nucleus filter), got {p!r}.")
 
     @property

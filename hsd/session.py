@@ -72,7 +72,7 @@ class DrafterContext:
         self.spelled = b""  # those bytes
 
     def prefill(self) -> None:
-        if len(self.ids) > 1:
+        if len(self.ids) > 1 and not self.full():  # a prompt that fills the context: target-only rounds
             self.runner.forward(self.ids[:-1], keep=1)
 
     def next_logits(self) -> torch.Tensor:
