@@ -370,6 +370,45 @@ def add_bench_parser(sub) -> None:
     a.set_defaults(func=cmd_advise, num_prompts=4)
 
 
+def check_cli_args(args) -> list[str]:
+    """Every bench/advise option checked before a model loads; returns the prompts."""
+    from .algorithms import ALGORITHMS
+    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int
+    from .sampling import Sampling
+
+    for name in args.algorithms or []:
+        if name not in ALGORITHMS:
+            raise InvalidSettingError(f"Unknown algorithm {name!r} in --algorithms: choose from {', '.join(ALGORITHMS)}.")
+    for t in getattr(args, "temperatures", None) or [args.temperature]:
+        Sampling(t)
+    _check_int("--max-new-tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
+    if hasattr(args, "lookahead"):
+        _check_int("--lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
+        _check_int("--warmups", args.warmups, 0, 1000, "untimed calls per row")
+        _check_int("--repeats", args.repeats, 1, 1000, "timed runs per prompt")
+    _check_int("--num-prompts", args.num_prompts, 1, 10**6, "prompts from the set")
+    if args.threads is not None:
+        _check_int("--threads", args.threads, 1, 4096, "torch intra-op threads")
+    if getattr(args, "out", None) is not None:
+        _check_out_dir(args.out)
+    if getattr(args, "json", None) is not None:
+        from .cli import check_output_file
+        check_output_file(args.json)
+    return load_prompts(args.prompts, args.num_prompts)
+
+
+def _check_out_dir(out: Path) -> None:
+    """Create ``--out`` now and write a probe file, so an unwritable place fails before the run, not after."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".hsd-write-check"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise InvalidSettingError(f"--out {out}: cannot write there ({exc.strerror or exc}); choose another "
+                                  "folder.") from None
+
+
 def load_cli_pair(args, need_drafter: bool = True) -> Pair:
     from .loading import load_pair
 
@@ -377,14 +416,16 @@ def load_cli_pair(args, need_drafter: bool = True) -> Pair:
         torch.set_num_threads(args.threads)
     if args.target and not args.drafter and not args.preset and need_drafter:
         raise HsdError("--drafter is needed with --target (or --preset).")
+    if args.drafter and not args.target and not args.preset:
+        raise HsdError("--drafter needs a --target too (or use --preset).")
     return load_pair(args.target, args.drafter, preset=args.preset, device=args.device, dtype=args.dtype)
 
 
 def cmd_bench(args) -> int:
     from .benchout import markdown_table, write_report
 
+    prompts = check_cli_args(args)
     pair = load_cli_pair(args, need_drafter=any(a != "ar" for a in args.algorithms))
-    prompts = load_prompts(args.prompts, args.num_prompts)
     cfg = BenchConfig(args.algorithms, args.temperatures, args.prompts, len(prompts), args.max_new_tokens,
                       args.lookahead, args.warmups, args.repeats, args.seed, not args.no_peer, args.min_new_tokens)
     info = machine_info(pair)
@@ -394,7 +435,11 @@ def cmd_bench(args) -> int:
     if args.scale:
         report["scale"] = run_scale(pair, prompts, cfg, args.scale_new_tokens, args.scale_prompt_tokens)
     print(markdown_table(report["rows"]))
-    written = write_report(report, args.out, png=not args.no_png)
+    try:
+        written = write_report(report, args.out, png=not args.no_png)
+    except OSError as exc:  # the folder was writable at the start; the table above is the run's result
+        raise HsdError(f"--out {args.out}: writing the report failed ({exc.strerror or exc}); the table above "
+                       "holds the results.") from None
     print(f"wrote {', '.join(written)} to {args.out}/")
     return 0
 
@@ -402,11 +447,12 @@ def cmd_bench(args) -> int:
 def cmd_advise(args) -> int:
     from .advise import advise, format_advice
 
+    prompts = check_cli_args(args)
     pair = load_cli_pair(args)
-    prompts = load_prompts(args.prompts, args.num_prompts)
     advice = advise(pair, prompts, temperature=args.temperature, algorithms=args.algorithms,
                     max_new_tokens=args.max_new_tokens, seed=args.seed)
     print(format_advice(advice))
     if args.json:
-        args.json.write_text(json.dumps(advice, indent=1, default=str), encoding="utf-8")
+        from .cli import write_output
+        return write_output(args.json, json.dumps(advice, indent=1, default=str))
     return 0

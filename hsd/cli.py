@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
-from .errors import HsdError
+from .errors import HsdError, InvalidSettingError, PromptError
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -45,12 +47,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _pair(args, need_drafter: bool = True):
+def check_output_file(path: Path | None, flag: str = "--json") -> None:
+    """Fail before any model loads if ``path`` cannot be written (a directory, a missing folder...)."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise InvalidSettingError(f"{flag} {path} is a directory: give a file name, e.g. {path / 'run.json'}.")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InvalidSettingError(f"{flag} {path}: the folder {parent} does not exist; create it first.")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InvalidSettingError(f"{flag} {path}: no permission to write there; choose another path.")
+
+
+def write_output(path: Path, text: str, flag: str = "--json") -> int:
+    """Write ``text`` to ``path``; if that fails after the run, print it to stdout so the run is not lost."""
+    try:
+        path.write_text(text, encoding="utf-8")
+        return 0
+    except OSError as exc:
+        print(text)
+        print(f"error: {flag} {path}: {exc.strerror or exc}; the JSON was printed to stdout instead.",
+              file=sys.stderr)
+        return 2
+
+
+def read_prompt_file(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise PromptError(f"--prompt-file {path} is a directory: give the path of a text file.") from None
+    except FileNotFoundError:
+        raise PromptError(f"--prompt-file {path}: file not found.") from None
+    except UnicodeDecodeError as exc:
+        raise PromptError(f"--prompt-file {path} is not valid UTF-8 text (byte {exc.start}): save it as UTF-8 "
+                          "and try again.") from None
+    except OSError as exc:
+        raise PromptError(f"--prompt-file {path} cannot be read: {exc.strerror or exc}.") from None
+
+
+def _pair(args, need_drafter: bool = True, command: str = "generate"):
     from .loading import load_pair
 
     drafter = args.drafter if need_drafter or args.drafter else None
+    if args.drafter and not args.target and not args.preset:
+        raise HsdError("--drafter needs a --target too (or use --preset).")
     if args.target and not drafter and not args.preset and need_drafter:
-        raise HsdError("--drafter is needed with --target (or use --algorithm ar).")
+        hint = "" if command == "vocab" else " (or use --algorithm ar)"
+        raise HsdError(f"--drafter is needed with --target{hint}.")
     return load_pair(args.target, drafter, preset=args.preset, device=args.device, dtype=args.dtype,
                      device_map=args.device_map, trust_remote_code=args.trust_remote_code)
 
@@ -75,8 +119,9 @@ def cmd_generate(args) -> int:
     from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int
     from .sampling import Sampling
 
-    prompt = args.prompt if args.prompt is not None else args.prompt_file.read_text(encoding="utf-8")
+    prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
     Sampling(args.temperature, args.top_k, args.top_p)  # bad settings fail before any model loads
+    check_output_file(args.json)
     _check_int("lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
     pair = _pair(args, need_drafter=args.algorithm != "ar")
@@ -92,18 +137,27 @@ def cmd_generate(args) -> int:
     for line in _metrics_lines(res.metrics):
         print(line, file=sys.stderr)
     if args.json:
-        args.json.write_text(json.dumps(res.to_dict(), indent=1, ensure_ascii=False), encoding="utf-8")
+        return write_output(args.json, json.dumps(res.to_dict(), indent=1, ensure_ascii=False))
     return 0
 
 
 def cmd_vocab(args) -> int:
     from .report import compatibility_report, format_report
 
-    report = compatibility_report(_pair(args))
+    check_output_file(args.json)
+    report = compatibility_report(_pair(args, command="vocab"))
     print(format_report(report))
     if args.json:
-        args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+        return write_output(args.json, json.dumps(report, indent=1, ensure_ascii=False, default=str))
     return 0
+
+
+_API_WORDS = re.compile(r"\b(target|drafter|algorithm|preset|device|dtype)='([^']*)'")
+
+
+def cli_words(message: str) -> str:
+    """The library's messages name its keywords (``algorithm='ar'``); on the command line, name the flags."""
+    return _API_WORDS.sub(lambda m: f"--{m.group(1)} {m.group(2)}", message)
 
 
 def main(argv=None) -> int:
@@ -111,7 +165,7 @@ def main(argv=None) -> int:
     try:
         return (getattr(args, "func", None) or {"generate": cmd_generate, "vocab": cmd_vocab}[args.command])(args)
     except HsdError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {cli_words(str(exc))}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
         print(f"error: {exc.filename}: file not found", file=sys.stderr)
