@@ -224,6 +224,8 @@ def _check_prompt(prompt: str) -> None:
 
 def _number(name: str, value, kind):
     """A form number as int/float; an empty or non-numeric box is a readable error, not a TypeError."""
+    if isinstance(value, bool):  # float(True) is 1.0: a checkbox wired to a number box is a bug, not a value
+        raise hsd.InvalidSettingError(f"{name} must be a number, got {value!r}.")
     try:
         number = kind(value)
     except (TypeError, ValueError, OverflowError):
@@ -339,17 +341,27 @@ def show_round(state, index):
 
 
 def step_round(state, index, delta):
+    """The round index after a ◀/▶ click; a malformed index or state warns and leaves the slider as it is."""
     if not state:
         return 0
-    return max(0, min(int(index or 0) + int(delta), len(state["result"].rounds) - 1))
+    try:
+        index, delta = _number("round", index or 0, int), _number("step", delta, int)
+        return max(0, min(index + delta, len(state["result"].rounds) - 1))
+    except (hsd.HsdError, KeyError, TypeError, AttributeError) as exc:
+        gr.Warning(f"Cannot step to another round: {exc if isinstance(exc, hsd.HsdError) else 'no run to step through'}.")
+        return gr.update()
 
 
 def rerender(state, show_rejected):
-    """The coloured output again, with or without the rejected drafts."""
+    """The coloured output again, with or without the rejected drafts; a malformed state warns and changes nothing."""
     if not state:
         return gr.update()
-    return viz.output_html(state["result"].rounds, show_rejected=show_rejected, prompt=state["prompt"],
-                           special_text=state["special_target"])
+    try:
+        return viz.output_html(state["result"].rounds, show_rejected=show_rejected, prompt=state["prompt"],
+                               special_text=state["special_target"])
+    except (KeyError, TypeError, AttributeError):
+        gr.Warning("Cannot redraw the output: this page's run state is malformed. Run an algorithm again.")
+        return gr.update()
 
 
 def _compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, *a, **k):
