@@ -23,6 +23,12 @@ BLURB = {
 }
 
 
+def front_matter(licence: str) -> list[str]:
+    """The Hub card's YAML header, shared by the from-scratch and the resumed cards."""
+    return ["---", f"license: {licence}", "library_name: transformers", "pipeline_tag: text-generation",
+            "tags: [hsd, speculative-decoding, tiny, python-code]", "---", ""]
+
+
 def block(text: str, markers: tuple[str, str]) -> str | None:
     """The text between two markers, markers excluded; None when absent."""
     m = re.search(re.escape(markers[0]) + r"\n(.*?)\n?" + re.escape(markers[1]), text, re.S)
@@ -53,8 +59,7 @@ def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> Non
     n_pkgs = len(man["packages"])
     dropped = ", ".join(f"{d['name']} ({d['licence']})" for d in man["dropped_licences"]) or "none"
     lines = [
-        "---", "license: apache-2.0", "library_name: transformers", "pipeline_tag: text-generation",
-        "tags: [hsd, speculative-decoding, tiny, python-code]", "---", "",
+        *front_matter("apache-2.0"),
         f"# hsd tiny-code {m['role']}", "",
         f"Part of hsd's embedded pair (`assets/tiny-code/`): a {BLURB.get(m['role'], m['role'])}, trained from "
         "scratch on permissively licensed Python sources by `scripts/train_pair.py` and continued with "

@@ -651,7 +651,9 @@ def machine_info():
     return info
 
 
-MEAS_START, MEAS_END = "<!-- measurements:start -->", "<!-- measurements:end -->"
+from model_card import BLURB, MEAS, front_matter  # noqa: E402  (scripts/ is on sys.path)
+
+MEAS_START, MEAS_END = MEAS
 
 
 def _fmt(v):
@@ -664,8 +666,7 @@ def write_card(path: Path, role: str, rec: dict, run: dict):
     ev = rec["heldout"]
     tk = rec["tokenizer"]
     lines = [
-        "---", "license: psf-2.0", "library_name: transformers", "pipeline_tag: text-generation",
-        "tags: [hsd, speculative-decoding, tiny, python-code]", "---", "",
+        *front_matter("psf-2.0"),
         f"# hsd tiny-code {role}", "",
         f"Part of hsd's embedded pair (`assets/tiny-code/`): a {rec['blurb']} trained from scratch on the "
         "Python standard library by `scripts/train_pair.py`. It is a toy for demos and tests of "
@@ -992,15 +993,9 @@ def main(argv=None):
             measurements[name]["target_over_drafter"] = round(
                 measurements["target"]["decode_ms"] / measurements[name]["decode_ms"], 2)
     run["measurements"] = measurements
-    blurbs = {
-        "target": "small Llama-architecture *target* model with a GPT-2-style byte-level BPE tokenizer",
-        "drafter": "very small Llama-architecture *drafter* with a SentencePiece-style BPE tokenizer (different from "
-                   "the target's)",
-        "drafter-bytes": "very small Llama-architecture byte-level *drafter* (one token per byte)",
-    }
     for name, (model, tk) in models.items():
         mc = model.config
-        rec = dict(blurb=blurbs[name],
+        rec = dict(blurb=BLURB[name],
                    model=dict(layers=mc.num_hidden_layers, hidden=mc.hidden_size, intermediate=mc.intermediate_size,
                               heads=mc.num_attention_heads, max_position_embeddings=mc.max_position_embeddings,
                               params=n_params(model)),
