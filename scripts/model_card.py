@@ -54,6 +54,15 @@ def history_rows(totals: dict) -> list[str]:
     return rows
 
 
+def distill_lines(segments: list[dict]) -> list[str]:
+    """How the resumed segments mixed target-written text into the drafter's batches, if they did."""
+    lines = [f"- Segment of {s['started'][:16]}: {s['distill']['mix']:.0%} of each batch from "
+             f"{s['distill'].get('samples', 0):,} continuations ({s['distill'].get('tokens', 0):,} tokens) written by "
+             f"the target `{s['distill']['target']}` (weights {s['distill']['source']}), the rest from the corpus"
+             for s in segments if s.get("distill")]
+    return ["Distillation: the drafter learns to write what the target writes.", "", *lines, ""] if lines else []
+
+
 def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> None:
     m, totals, man = rec, rec["totals"], rec["manifest"]
     n_pkgs = len(man["packages"])
@@ -94,7 +103,13 @@ def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> Non
         f"{m['heldout_stdlib']['nats_per_token']:.4f} | {_bpc(m['heldout_stdlib'])} |",
         f"| previous shipped weights, all held-out files | {m['previous_heldout']['nats_per_token']:.4f} | "
         f"{_bpc(m['previous_heldout'])} |",
+        *([f"| the target's greedy continuations of held-out prompts (what acceptance depends on) | "
+           f"{m['heldout']['target_text_nats_per_token']:.4f} | n/a |",
+           f"| previous shipped weights, the same continuations | "
+           f"{m['previous_heldout']['target_text_nats_per_token']:.4f} | n/a |"]
+          if "target_text_nats_per_token" in m["heldout"] else []),
         "",
+        *distill_lines(m.get("segments", [])),
         "## Sample completions (greedy)", "",
     ]
     for s in m["samples"]:

@@ -87,6 +87,8 @@ class Windows:
     Position = (epoch, index): ``state_dict`` is all a checkpoint needs to continue the same order."""
 
     def __init__(self, stream: torch.Tensor, seq: int, batch: int, seed: int):
+        if stream.numel() < 2 * seq + 1:  # too short for a window at every epoch's offset: repeat it
+            stream = stream.repeat(-(-(2 * seq + 1) // max(1, stream.numel())))
         self.stream, self.seq, self.batch, self.seed = stream, seq, batch, seed
         self.epoch, self.index = 0, 0
         self._order = None
@@ -96,7 +98,10 @@ class Windows:
             offset = (self.epoch * 97) % self.seq  # shift the grid each epoch so cuts move
             n = (self.stream.numel() - offset - 1) // self.seq
             g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-            self._order = offset + torch.randperm(n, generator=g) * self.seq
+            order = torch.randperm(n, generator=g)
+            if n < self.batch:  # a stream shorter than one batch (a small distillation set): repeat it
+                order = order.repeat(-(-self.batch // n))
+            self._order = offset + order * self.seq
         return self._order
 
     def __len__(self) -> int:
@@ -129,6 +134,7 @@ def heldout_loss(model, stream: torch.Tensor, chars: int | None, seq: int, devic
 
     was_training = model.training
     model.eval()
+    seq = min(seq, stream.numel() - 1)  # a held-out set shorter than one window is scored whole
     n = (stream.numel() - 1) // seq
     if max_windows:
         n = min(n, max_windows)
@@ -184,6 +190,148 @@ class Stop:
     def _handler(self, signum, frame):
         log(f"signal {signum}: checkpointing and stopping after this step")
         self.requested = True
+
+
+# ---------------------------------------------------------------------------------------------
+# Distillation text: what the target writes, for the drafters to imitate
+# ---------------------------------------------------------------------------------------------
+def weights_digest(model_dir: Path) -> str:
+    """sha256 (16 hex) of a model folder's weight files: names the target a distillation set came from."""
+    h = hashlib.sha256()
+    for f in sorted(Path(model_dir).glob("*.safetensors")) + sorted(Path(model_dir).glob("*.bin")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def distill_dir(work: Path, target_dir: Path) -> Path:
+    return work / "distill" / weights_digest(target_dir)
+
+
+def _append_jsonl(path: Path, rows: list[dict]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def _count_lines(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    with path.open("rb") as f:
+        return sum(1 for _ in f)
+
+
+def distill(args) -> int:
+    """Append target continuations of corpus prompts to WORK/distill/DIGEST/train.jsonl.
+
+    Resumable by construction: every batch is appended as soon as it is generated, and the prompt
+    sampler of batch ``b`` is seeded by ``(seed, b)``, so a killed run continues with new prompts.
+    The held-out set (greedy continuations of held-out prompts: what export scores drafters on) is
+    written once, before the first training batch."""
+    import random
+
+    import build_corpus
+
+    work = Path(args.work).expanduser()
+    target_dir = Path(args.target or ROOT / "assets" / "tiny-code" / "target")
+    torch.set_num_threads(args.threads)
+    model, tok = load_init(target_dir)
+    model.to(args.device).eval()
+    out = distill_dir(work, target_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    meta_path = out / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else dict(
+        target=str(target_dir), digest=out.name, batches=0, samples=0, generated_tokens=0, seconds=0.0,
+        new_tokens=args.new_tokens, greedy_frac=args.greedy_frac, prompt_lengths=[8, 16, 32, 64, 128], runs=[])
+    corpus = work / "corpus"
+    if not (corpus / "manifest.json").is_file():
+        build_corpus.main(["--work", str(work)])
+    stop = Stop()
+    if not (out / "heldout.jsonl").is_file():
+        held = [(d["path"], d["text"]) for d in build_corpus.read_jsonl(corpus / "heldout.jsonl")]
+        rows, _ = _generate(model, tok, held, args.heldout_samples, args.batch, meta["new_tokens"], args.device,
+                            random.Random(args.seed), greedy=True, lengths=[16, 32, 64])
+        tmp = out / "heldout.tmp"
+        tmp.unlink(missing_ok=True)
+        _append_jsonl(tmp, rows)
+        tmp.replace(out / "heldout.jsonl")
+        log(f"distill: {len(rows)} greedy held-out continuations written")
+    docs = [(d["path"], d["text"]) for d in build_corpus.read_jsonl(corpus / "train.jsonl")]
+    t_run, tokens_run, samples_run = time.time(), 0, 0
+    # a batch is complete only once its rows are in train.jsonl: count lines, not the meta
+    meta["samples"] = _count_lines(out / "train.jsonl")
+    while not stop.requested and (args.samples is None or samples_run < args.samples):
+        if args.minutes is not None and time.time() - t_run >= args.minutes * 60:
+            break
+        b = meta["batches"]
+        rng = random.Random(args.seed * 1_000_003 + b)
+        greedy = rng.random() < meta["greedy_frac"]
+        t0 = time.time()
+        length = rng.choice(meta["prompt_lengths"])  # one prompt length per batch: one generate call
+        rows, n_tok = _generate(model, tok, docs, args.batch, args.batch, meta["new_tokens"], args.device, rng,
+                                greedy=greedy, lengths=[length])
+        _append_jsonl(out / "train.jsonl", rows)
+        meta.update(batches=b + 1, samples=meta["samples"] + len(rows),
+                    generated_tokens=meta["generated_tokens"] + n_tok, seconds=meta["seconds"] + time.time() - t0)
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+        tokens_run += n_tok
+        samples_run += len(rows)
+        log(f"distill: batch {b + 1} ({'greedy' if greedy else 'T=1'}), {meta['samples']:,} samples, "
+            f"{tokens_run / (time.time() - t_run):.0f} generated tok/s this run")
+    meta["runs"].append(dict(finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), samples=samples_run,
+                             generated_tokens=tokens_run, seconds=round(time.time() - t_run, 1),
+                             command="python " + " ".join(sys.argv), machine=_machine()))
+    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    log(f"distill: {out} holds {meta['samples']:,} continuations ({meta['generated_tokens']:,} tokens)")
+    return 0
+
+
+def _machine() -> dict:
+    from train_pair import machine_info
+
+    return machine_info()
+
+
+@torch.no_grad()
+def _generate(model, tok, docs, n, batch, new_tokens, device, rng, greedy: bool, lengths) -> tuple[list[dict], int]:
+    """``n`` continuations of prompts cut from ``docs`` (one prompt length per generate call)."""
+    from train_pair import make_prompts
+
+    eos = tok.eos_token_id
+    prompts = make_prompts(docs, tok, n, lengths, rng)
+    by_len: dict[int, list] = {}
+    for L, ids in prompts:
+        by_len.setdefault(L, []).append(ids)
+    rows, n_tok = [], 0
+    for L, lst in sorted(by_len.items()):
+        for i in range(0, len(lst), batch):
+            x = torch.tensor(lst[i:i + batch], dtype=torch.long, device=device)
+            kw = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0)
+            out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens,
+                                 min_new_tokens=1, eos_token_id=eos, pad_token_id=eos, **kw)
+            for row, p in zip(out.tolist(), lst[i:i + batch]):
+                cont = row[len(p):]
+                if eos in cont:
+                    cont = cont[:cont.index(eos)]
+                n_tok += len(cont)
+                rows.append(dict(prompt=tok.decode(p), continuation=tok.decode(cont), greedy=greedy))
+    return rows, n_tok
+
+
+def pack_distill(work: Path, role: str, tok, source: Path, split: str) -> tuple[torch.Tensor, dict]:
+    """The distillation texts of ``source`` tokenized for ``role`` (cached; rebuilt when the file grew)."""
+    src = source / f"{split}.jsonl"
+    key = dict(source=source.name, split=split, bytes=src.stat().st_size, tokenizer=tokenizer_digest(tok))
+    path = work / "packed" / f"{role}-distill-{source.name}-{split}.u16"
+    meta_path = path.with_suffix(".json")
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    if meta.get("key") != key or not path.is_file():
+        import build_corpus
+
+        docs = [dict(text=r["prompt"] + r["continuation"]) for r in build_corpus.read_jsonl(src)]
+        meta = dict(key=key, **pack(tok, docs, path, drafter=role != "target"), samples=len(docs))
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+        log(f"packed {meta['samples']:,} distillation texts for {role}: {meta['tokens']:,} tokens")
+    return load_stream(path), meta
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,9 +422,6 @@ def resume(args) -> int:
     opt = make_optimizer(model, hp["lr"])
     if state["optimizer"] is not None:
         opt.load_state_dict(state["optimizer"])
-    train = Windows(load_stream(work / "packed" / f"{role}-train.u16"), hp["seq"], hp["batch"], args.seed)
-    if state["data"] is not None:
-        train.load_state_dict(state["data"])
     held = load_stream(work / "packed" / f"{role}-heldout.u16")
     seg = state["segment"]
     if segment_finished(seg):
@@ -287,16 +432,51 @@ def resume(args) -> int:
                    autocast="bf16" if bf16_is_fast(device) else "none (float32)",
                    warmup=args.warmup, steps_done=0, seconds_done=0.0, tokens_done=0, command="python " + " ".join(sys.argv),
                    machine=machine_info(), device=device, threads=args.threads)
+        if args.distill_from:
+            if role == "target":
+                raise SystemExit("--distill-from is for the drafters: the target trains on the corpus")
+            source = distill_dir(work, Path(args.distill_from))
+            if not (source / "train.jsonl").is_file():
+                raise SystemExit(f"no distillation texts in {source}: run `train_pair.py distill --target "
+                                 f"{args.distill_from}` first")
+            seg["distill"] = dict(source=source.name, target=str(args.distill_from), mix=args.distill_mix)
         state["segment"] = seg
-        log(f"new segment: {args.steps or 0} steps / {args.minutes or 0} min, warmup {args.warmup}, peak lr {hp['lr']}")
+        log(f"new segment: {args.steps or 0} steps / {args.minutes or 0} min, warmup {args.warmup}, peak lr {hp['lr']}"
+            + (f", {args.distill_mix:.0%} of each batch from target text" if args.distill_from else ""))
     else:
         log(f"continuing the unfinished segment ({seg['steps_done']} steps, {seg['seconds_done'] / 60:.1f} min done)")
+    mix = seg.get("distill")
+    n_dist = int(round(hp["batch"] * mix["mix"])) if mix else 0
+    train = Windows(load_stream(work / "packed" / f"{role}-train.u16"), hp["seq"], hp["batch"] - n_dist, args.seed)
+    if state["data"] is not None:
+        train.load_state_dict(state["data"])
+    dist = dist_held = None
+    if n_dist:
+        source = work / "distill" / mix["source"]
+        stream, dmeta = pack_distill(work, role, tok, source, "train")
+        dist = Windows(stream, hp["seq"], n_dist, args.seed + 1)
+        saved = state.get("data_distill")
+        if saved and saved.get("key") == dmeta["key"]:
+            dist.load_state_dict(saved)
+        elif saved:
+            log("the distillation texts changed since the last run: their order starts afresh")
+        mix["samples"], mix["tokens"] = dmeta["samples"], dmeta["tokens"]
+    if role != "target":
+        source = None
+        if mix:
+            source = work / "distill" / mix["source"]
+        elif args.distill_from:
+            source = distill_dir(work, Path(args.distill_from))
+        if source is not None and (source / "heldout.jsonl").is_file():
+            dist_held = pack_distill(work, role, tok, source, "heldout")[0]
 
     stop = Stop()
 
     def checkpoint():
         state.update(model={k: v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()},
                      optimizer=opt.state_dict(), data=train.state_dict())
+        if dist is not None:
+            state["data_distill"] = dict(dist.state_dict(), key=dmeta["key"])
         save_checkpoint(ckpt_path, state)
 
     torch.manual_seed(args.seed + state["totals"]["steps"])
@@ -314,7 +494,10 @@ def resume(args) -> int:
         lr = segment_lr(seg, hp["lr"])
         for group in opt.param_groups:
             group["lr"] = lr
-        x = train.next_batch().to(device)
+        x = train.next_batch()
+        if dist is not None:
+            x = torch.cat([dist.next_batch(), x])
+        x = x.to(device)
         with autocast_ctx(device):
             logits = model(input_ids=x[:, :-1]).logits
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
@@ -340,6 +523,9 @@ def resume(args) -> int:
             last_print = now
         if now - last_eval > args.eval_minutes * 60:
             ev = heldout_loss(model, held, None, hp["seq"], device, bf16=True, max_windows=64)
+            if dist_held is not None:
+                ev["target_text_nats_per_token"] = heldout_loss(model, dist_held, None, hp["seq"], device,
+                                                                bf16=True, max_windows=64)["nats_per_token"]
             ev.update(step=state["totals"]["steps"], trained_tokens=state["totals"]["tokens"], train_ema=round(ema, 4))
             state["evals"].append(ev)
             log(f"{role}: quick held-out eval {ev}")
@@ -349,6 +535,9 @@ def resume(args) -> int:
             last_ckpt = time.time()
     if segment_finished(seg):
         ev = heldout_loss(model, held, data["heldout"]["chars"], hp["seq"], device, bf16=False)
+        if dist_held is not None:
+            ev["target_text_nats_per_token"] = heldout_loss(model, dist_held, None, hp["seq"], device,
+                                                            bf16=False)["nats_per_token"]
         seg.update(finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), heldout=ev)
         state["segments"].append(seg)
         state["totals"]["sessions"].append(dict(what="resume segment", steps=seg["steps_done"],
@@ -402,7 +591,21 @@ def export(args) -> int:
     new = cached_heldout(work, role, model, held, chars, seq)
     old = cached_heldout(work, role, shipped, held, chars, seq)
     log(f"{role} held-out bits/char: checkpoint (float16) {new['bits_per_char']}, shipped {old['bits_per_char']}")
-    if new["nats_per_token"] >= old["nats_per_token"] and not args.force:
+    better = new["nats_per_token"] < old["nats_per_token"]
+    if args.distill_from and role != "target":
+        # a drafter is as good as its imitation of the target it serves: score both on that target's
+        # greedy continuations of held-out prompts (what decides acceptance), not on the corpus
+        source = distill_dir(work, Path(args.distill_from))
+        if not (source / "heldout.jsonl").is_file():
+            raise SystemExit(f"no held-out target text in {source}: run `train_pair.py distill --target "
+                             f"{args.distill_from}` first")
+        text = pack_distill(work, role, tok, source, "heldout")[0]
+        new["target_text_nats_per_token"] = heldout_loss(model, text, None, seq, "cpu", bf16=False)["nats_per_token"]
+        old["target_text_nats_per_token"] = heldout_loss(shipped, text, None, seq, "cpu", bf16=False)["nats_per_token"]
+        log(f"{role} on the target's held-out text (nats/token): checkpoint {new['target_text_nats_per_token']}, "
+            f"shipped {old['target_text_nats_per_token']}")
+        better = new["target_text_nats_per_token"] < old["target_text_nats_per_token"]
+    if not better and not args.force:
         log("the checkpoint is not better than the shipped weights: nothing written (--force to write anyway)")
         return 1
     stdlib = build_stdlib_heldout(work, tok, role)
@@ -464,10 +667,21 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "assets" / "tiny-code"), help="export: the pair folder to update")
     ap.add_argument("--force", action="store_true", help="export even if the held-out loss is not lower")
     ap.add_argument("--sample-tokens", type=int, default=96, help="export: new tokens per model-card sample")
+    ap.add_argument("--distill-from", default=None, metavar="TARGET_DIR",
+                    help="resume (drafters): mix the texts `distill` generated with this target into each batch; "
+                         "export (drafters): score on that target's held-out continuations")
+    ap.add_argument("--distill-mix", type=float, default=0.5, help="share of each drafter batch from target text")
+    ap.add_argument("--target", default=None, help="distill: the target whose continuations to write")
+    ap.add_argument("--samples", type=int, default=None, help="distill: stop after this many new continuations")
+    ap.add_argument("--batch", type=int, default=64, help="distill: prompts per generate call")
+    ap.add_argument("--new-tokens", type=int, default=96, help="distill: target tokens per continuation")
+    ap.add_argument("--greedy-frac", type=float, default=0.6, help="distill: share of batches decoded greedily "
+                    "(the rest sample at temperature 1)")
+    ap.add_argument("--heldout-samples", type=int, default=128, help="distill: greedy held-out continuations")
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv.pop(0) if argv and argv[0] in ("resume", "export") else "resume"
+    command = argv.pop(0) if argv and argv[0] in ("resume", "export", "distill") else "resume"
     args = ap.parse_args(argv)
-    return resume(args) if command == "resume" else export(args)
+    return dict(resume=resume, export=export, distill=distill)[command](args)
 
 
 if __name__ == "__main__":

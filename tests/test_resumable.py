@@ -175,3 +175,81 @@ def test_export_writes_a_loadable_float16_model_and_a_card_with_the_history(work
     assert "Not measured yet for these weights" in card
     log = json.loads((out / "train_log.json").read_text())
     assert log["target"]["totals"]["steps"] == 3
+
+
+@pytest.fixture()
+def distill_work(work):
+    """The work folder plus a SentencePiece-style drafter to train against the tiny target's text."""
+    from builders import sentencepiece_tokenizer, tiny_llama
+
+    work_dir, target = work
+    tok = sentencepiece_tokenizer()
+    drafter = target.parent / "drafter"
+    tiny_llama(tok, 1, layers=1).save_pretrained(drafter)
+    tok.save_pretrained(drafter)
+    return work_dir, target, drafter
+
+
+def _distill(work, target, *extra):
+    return resumable.main(["distill", "--work", str(work), "--target", str(target), "--threads", "1", "--batch", "3",
+                           "--new-tokens", "5", "--heldout-samples", "2", *extra])
+
+
+def test_distillation_texts_are_appended_batch_by_batch_and_continue_with_new_prompts(distill_work):
+    work_dir, target, _ = distill_work
+    assert _distill(work_dir, target, "--samples", "6") == 0
+    folder = resumable.distill_dir(work_dir, target)
+    assert folder.name == resumable.weights_digest(target)
+    heldout = (folder / "heldout.jsonl").read_text()
+    assert _distill(work_dir, target, "--samples", "3") == 0
+    rows = [json.loads(line) for line in (folder / "train.jsonl").read_text().splitlines()]
+    meta = json.loads((folder / "meta.json").read_text())
+    assert len(rows) == meta["samples"] == 9 and meta["batches"] == 3 and len(meta["runs"]) == 2
+    assert (folder / "heldout.jsonl").read_text() == heldout  # written once
+    assert len({r["prompt"] + r["continuation"] for r in rows}) > 3  # each batch draws new prompts
+    assert all(r["continuation"] and set(r) == {"prompt", "continuation", "greedy"} for r in rows)
+
+
+def test_a_drafter_segment_mixes_target_text_and_resumes_both_data_positions(distill_work, tmp_path):
+    import shutil
+
+    work_dir, target, drafter = distill_work
+    assert _distill(work_dir, target, "--samples", "6") == 0
+    other = tmp_path / "work2"
+    shutil.copytree(work_dir, other)
+
+    def run(work, *extra):
+        return _resume(work, drafter, "--role", "drafter", "--distill-from", str(target), "--distill-mix", "0.5",
+                       *extra)
+
+    assert run(work_dir, "--steps", "4") == 0
+    assert run(other, "--steps", "4", "--for-steps", "2") == 0
+    assert run(other) == 0
+    a, b = (torch.load(w / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False) for w in (work_dir, other))
+    assert a["data_distill"] == b["data_distill"] and a["data_distill"]["batch"] == 16
+    assert a["data"] == b["data"] and a["data"]["batch"] == 16  # half of each batch of 32 from the corpus
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    seg = a["segments"][-1]
+    assert seg["distill"]["mix"] == 0.5 and seg["distill"]["samples"] == 6
+    assert seg["heldout"]["target_text_nats_per_token"] > 0
+
+
+def test_distillation_is_refused_for_the_target_and_without_texts(distill_work):
+    work_dir, target, drafter = distill_work
+    with pytest.raises(SystemExit, match="distill --target"):
+        _resume(work_dir, drafter, "--role", "drafter", "--distill-from", str(target), "--steps", "1")
+    with pytest.raises(SystemExit, match="for the drafters"):
+        _resume(work_dir, target, "--distill-from", str(target), "--steps", "1")
+
+
+def test_a_drafter_is_exported_on_its_loss_on_the_targets_held_out_text(distill_work):
+    work_dir, target, drafter = distill_work
+    assert _distill(work_dir, target, "--samples", "3") == 0
+    assert _resume(work_dir, drafter, "--role", "drafter", "--distill-from", str(target), "--steps", "2") == 0
+    code = resumable.main(["export", "--role", "drafter", "--work", str(work_dir), "--out", str(drafter.parent),
+                           "--distill-from", str(target), "--force", "--sample-tokens", "4", "--threads", "1"])
+    assert code == 0
+    card = (drafter / "README.md").read_text()
+    assert "the target's greedy continuations of held-out prompts" in card
+    assert "50% of each batch from 3 continuations" in card
