@@ -109,6 +109,13 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--write-cards", action="store_true", help="fill the target card's hsd-engine block")
     ap.add_argument("--json", default=None, help="also write every number here")
+    ap.add_argument("--pair", default=str(ROOT / "assets" / "tiny-code"),
+                    help="folder with target/, drafter/ and drafter-bytes/ (default: the embedded pair)")
+    ap.add_argument("--target", default=None, help="override the pair's target folder")
+    ap.add_argument("--drafter", default=None, help="override the pair's drafter folder")
+    ap.add_argument("--drafter-bytes", default=None, help="override the pair's byte-level drafter folder")
+    ap.add_argument("--only", default=None, help="measure only these goals, e.g. slem@0,tli@1 (algorithm@T)")
+    ap.add_argument("--skip-quality", action="store_true", help="skip the greedy-text quality measurement")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     prompts = load_prompts("code", args.prompts)
@@ -117,21 +124,28 @@ def main(argv=None) -> int:
         out["bpc"] = bits_per_char(Path(args.work).expanduser())
         bpc = out["bpc"] and out["bpc"]["bits_per_char"]
         print(f"held-out bits/char: {bpc if bpc is not None else 'n/a (no packed held-out in --work)'}  (goal <= 1.0)")
+    folder = Path(args.pair)
+    target = args.target or folder / "target"
+    drafters = {"tiny-code": args.drafter or folder / "drafter",
+                "tiny-code-bytes": args.drafter_bytes or folder / "drafter-bytes"}
+    wanted = [g for g in SPEED if args.only is None or f"{g[1]}@{g[2]:g}" in args.only.split(",")]
     pairs = {}
-    for preset, *_ in SPEED:
+    for preset, *_ in wanted:
         if preset not in pairs:
-            pairs[preset] = hsd.load_pair(preset=preset, device="cpu")
-    machine = machine_line(machine_info(pairs["tiny-code"]))
+            pairs[preset] = hsd.load_pair(str(target), str(drafters[preset]), device="cpu")
+    print(f"pair: target {target}; drafters {', '.join(f'{k}: {v}' for k, v in drafters.items())}")
+    machine = machine_line(machine_info(next(iter(pairs.values()))))
     print(f"machine: {machine}")
-    q = quality(pairs["tiny-code"], prompts, args.quality_tokens)
-    out["distinct_4gram_share"] = statistics.mean(r["share"] for r in q)
-    out["samples"] = q[:3]
-    print(f"greedy distinct 4-gram share over {len(q)} held-out prompts: {out['distinct_4gram_share']:.3f} "
-          "(goal >= 0.7)")
-    for r in q[:3]:
-        print("---\n" + r["prompt"] + r["text"])
+    if not args.skip_quality:
+        q = quality(next(iter(pairs.values())), prompts, args.quality_tokens)
+        out["distinct_4gram_share"] = statistics.mean(r["share"] for r in q)
+        out["samples"] = q[:3]
+        print(f"greedy distinct 4-gram share over {len(q)} held-out prompts: {out['distinct_4gram_share']:.3f} "
+              "(goal >= 0.7)")
+        for r in q[:3]:
+            print("---\n" + r["prompt"] + r["text"])
     rows = []
-    for preset, algorithm, temperature, goal in SPEED:
+    for preset, algorithm, temperature, goal in wanted:
         pair = pairs[preset]
         hsd.generate(pair, prompts[0], algorithm=algorithm, max_new_tokens=8, temperature=temperature)  # warm-up
         row = dict(preset=preset, algorithm=algorithm, temperature=temperature, goal=goal,

@@ -1,0 +1,106 @@
+"""What a model shape costs per token on this CPU, and what that allows speculative decoding.
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/shapes.py            # prints a table; asserts nothing
+
+At batch 1 on a CPU a decoding step is mostly per-layer overhead, so the target-to-drafter cost ratio
+is set by depth more than by width (issue 13, "choose the sizes by measurement"). This measures, for
+randomly initialised models of each candidate shape (cost does not depend on the weights), through
+hsd's own runner:
+
+* ``step_ms``: one cached decoding step (one new token), the cost AR pays per token;
+* ``verify_ms``: one cached forward of 6 tokens, what a lookahead-5 round costs the target.
+
+It then prints, for each target x drafter combination, the cost ratio ``c = drafter step / target
+step`` and the greedy speedup that lookahead ``k`` would give at a per-token agreement ``a`` in the
+i.i.d. model ``tau / (k c + v)``, where ``tau = (1 - a^(k+1)) / (1 - a)`` and ``v = verify / step`` of
+the target (an upper bound: it ignores the algorithm's own per-round work, retokenization included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import torch  # noqa: E402
+
+TARGETS = [(8, 256), (6, 256), (12, 192), (12, 256), (16, 192), (8, 384)]
+DRAFTERS = [(1, 128), (1, 192), (2, 128), (2, 192)]
+
+
+def model(vocab: int, layers: int, hidden: int):
+    from train_pair import make_model
+
+    torch.manual_seed(0)
+    return make_model(vocab, layers, hidden, 1, 2, 3, 1024).eval()
+
+
+@torch.no_grad()
+def costs(m, context: int, reps: int) -> tuple[float, float]:
+    """Best-of-``reps`` milliseconds of a 1-token and a 6-token cached forward after ``context`` tokens."""
+    from transformers import DynamicCache
+
+    ids = torch.randint(4, m.config.vocab_size, (1, context + 6))
+    best1 = best6 = float("inf")
+    for _ in range(reps):
+        cache = DynamicCache(config=m.config)
+        m(input_ids=ids[:, :context], past_key_values=cache, use_cache=True)
+        t0 = time.perf_counter()
+        m(input_ids=ids[:, context:context + 1], past_key_values=cache, use_cache=True)
+        best1 = min(best1, time.perf_counter() - t0)
+        cache.crop(-1)  # drop the token just added
+        t0 = time.perf_counter()
+        m(input_ids=ids[:, context:context + 6], past_key_values=cache, use_cache=True)
+        best6 = min(best6, time.perf_counter() - t0)
+    return best1 * 1e3, best6 * 1e3
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--context", type=int, default=256, help="tokens already in the cache")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--agreement", type=float, nargs="+", default=[0.6, 0.7, 0.8])
+    ap.add_argument("--lookahead", type=int, default=5)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    from hsd.bench import machine_info, machine_line
+
+    print(f"machine: {machine_line(machine_info(None))}; {args.threads} torch thread(s), float32, "
+          f"context {args.context}, best of {args.reps}")
+    rows = {}
+    print("| role | layers x hidden | params | step ms | verify(6) ms |")
+    print("|---|---|---|---|---|")
+    for role, vocab, shapes in (("target", 4096, TARGETS), ("drafter", 1024, DRAFTERS), ("bytes", 260, DRAFTERS)):
+        for layers, hidden in shapes:
+            m = model(vocab, layers, hidden)
+            step, verify = costs(m, args.context, args.reps)
+            rows[role, layers, hidden] = (step, verify)
+            print(f"| {role} | {layers} x {hidden} | {sum(p.numel() for p in m.parameters()):,} | {step:.2f} | "
+                  f"{verify:.2f} |")
+    k = args.lookahead
+    print(f"\ni.i.d. greedy speedup bound at lookahead {k}, drafter vocab 1024: tau / (k c + v)")
+    print("| target | drafter | c | v | " + " | ".join(f"a={a}" for a in args.agreement) + " |")
+    print("|---|---|---|---|" + "---|" * len(args.agreement))
+    for (role, tl, th), (ts, tv) in rows.items():
+        if role != "target":
+            continue
+        for (drole, dl, dh), (ds, _) in rows.items():
+            if drole != "drafter":
+                continue
+            c, v = ds / ts, tv / ts
+            cells = []
+            for a in args.agreement:
+                tau = (1 - a ** (k + 1)) / (1 - a)
+                cells.append(f"{tau / (k * c + v):.2f}x")
+            print(f"| {tl} x {th} | {dl} x {dh} | {c:.2f} | {v:.2f} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
