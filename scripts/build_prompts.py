@@ -4,7 +4,11 @@
 
 * ``code.jsonl``: code-completion prompts (a function's ``def`` line, its docstring and its first body
   line) cut from the Python standard library files the embedded tiny-code pair held out of training
-  (``assets/tiny-code/corpus.json``, "heldout"), so the pair has not seen them. PSF License.
+  (``assets/tiny-code/corpus.json``, "heldout"), so the pair has not seen them. PSF License. Each
+  ends at the end of its last line, *without* the newline: the target's byte-level BPE merges a
+  newline with the next line's indentation (``"\n   "`` is one token), so a prompt ending in a bare
+  ``"\n"`` token tells the model that the next line is unindented or that the file ends, and a
+  well-trained target often ends the text at once.
 * ``summarize.jsonl``: the paper's CNN/DailyMail template (``paper.md`` §2.2) around a section of the
   Python language reference as shipped in ``pydoc_data/topics.py`` (PSF License), 1,000-2,500 characters.
 * ``long.jsonl``: the paper's SCROLLS template around 8,000-12,000 characters of the same reference.
@@ -42,7 +46,7 @@ def code_prompts(limit: int = 30) -> list[dict]:
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(node) and len(node.body) > 1:
                 body = node.body[1]
-                text = "".join(lines[node.lineno - 1:body.lineno])
+                text = "".join(lines[node.lineno - 1:body.lineno]).rstrip("\n")
                 if 40 <= len(text) <= 1200:
                     found.append({"prompt": text, "source": f"{name}:{node.lineno}", "license": LICENSE})
         per_file.append(sorted(found, key=lambda p: int(p["source"].rsplit(":", 1)[1])))
