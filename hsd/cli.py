@@ -23,7 +23,10 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="python -m hsd", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"hsd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="generate text with one algorithm and print metrics")
     _model_args(gen)
@@ -44,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     voc.add_argument("--json", type=Path, help="write the report as JSON")
     from .bench import add_bench_parser
     add_bench_parser(sub)  # bench, advise: their options and handlers live in hsd/bench.py
+    from .space import add_space_parser
+    add_space_parser(sub)  # space push: deploy the app to a Hugging Face Space (hsd/space.py)
     return parser
 
 

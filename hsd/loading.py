@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
+from .assets import ASSETS
 from .errors import (GatedModelError, HsdError, InvalidSettingError, ModelNotFoundError, NotCausalLMError,
                      RemoteCodeError, TokenizerMissingError)
 from .vocab import PairVocab, Vocab
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 PRESETS: dict[str, tuple[str, str]] = {
     "tiny-code": (str(ASSETS / "tiny-code" / "target"), str(ASSETS / "tiny-code" / "drafter")),
     # the same target with the byte-level drafter: one drafter path per string, SLRS's cheap case

@@ -1,0 +1,224 @@
+"""``hsd space push USER/NAME``: deploy the app to a Hugging Face Space with one command.
+
+The files go up over HTTP with ``HfApi.upload_folder``, which sends large files through Xet/LFS, so no
+git history holding binaries is ever pushed. What travels is an explicit allow-list (:data:`SPACE_FILES`)
+plus two generated files: the Space card (``README.md``: the repository README's front matter, with
+defaults for any missing key, and its body with links to files that do not travel turned into text) and
+the Space's ``requirements.txt`` (the repository's, less the test-only packages). See docs/app.md, Deploy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from .errors import HsdError, InvalidSettingError
+
+SPACE_FILES = (  # patterns relative to the checkout; each must match at least one file
+    "app.py",
+    "hsd/**/*.py",
+    "hsd/py.typed",
+    "assets/tiny-code/target/*",
+    "assets/tiny-code/drafter/*",
+    "assets/tiny-code/drafter-bytes/*",
+    "assets/prompts/*.jsonl",
+)
+DELETE_PATTERNS = ["*.py", "hsd/*", "assets/*"]  # a module or model removed here is removed from the Space too
+TEST_ONLY = {"pytest", "setuptools"}
+LARGE_BYTES = 10 * 1024 * 1024  # the Hub sends files over 10 MB, and binary files, through Xet/LFS
+FRONT_MATTER_DEFAULTS = {"sdk": "gradio", "app_file": "app.py", "python_version": "3.12", "license": "apache-2.0"}
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)[^)]*\)")
+
+
+@dataclass(frozen=True)
+class SpaceFile:
+    """One file of the upload: its path in the Space, its size, and where its bytes come from."""
+
+    path: str
+    size: int
+    large: bool
+    source: Path | None = None  # a file of the checkout
+    content: bytes | None = None  # a generated file
+
+    @property
+    def generated(self) -> bool:
+        return self.source is None
+
+
+def is_large(data: bytes, size: int) -> bool:
+    """Whether the Hub stores the file through Xet/LFS: over 10 MB, or binary (a NUL byte, git's test)."""
+    return size > LARGE_BYTES or b"\0" in data[:8000]
+
+
+def checkout_root() -> Path:
+    """The hsd checkout to deploy: the current directory if it is one, else the one this package is in."""
+    for root in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        if (root / "app.py").is_file() and (root / "hsd" / "__init__.py").is_file():
+            return root
+    raise HsdError("hsd space push deploys app.py, which only a checkout of the hsd repository has: run it "
+                   "from the checkout (the folder with app.py and hsd/).")
+
+
+def space_readme(readme: str, uploaded: set[str]) -> str:
+    """The Space card: the README's front matter (defaults for missing keys) and its body, where a link
+    to a file that does not travel becomes its text and such an image is dropped."""
+    from huggingface_hub import SpaceCard, SpaceCardData
+
+    card = SpaceCard(readme) if readme.startswith("---") else None
+    data, text = (card.data.to_dict(), card.text) if card else ({}, readme)
+    missing = {k: v for k, v in FRONT_MATTER_DEFAULTS.items() if not data.get(k)}
+    if data.get("sdk", "gradio") != "gradio":
+        raise InvalidSettingError(f"README.md front matter says sdk: {data['sdk']}; the hsd app needs sdk: gradio.")
+    if "sdk_version" not in data:
+        try:
+            missing["sdk_version"] = version("gradio")  # the version the app runs with here
+        except PackageNotFoundError:
+            raise InvalidSettingError("README.md front matter has no sdk_version and gradio is not installed here: "
+                                      "add sdk_version (the gradio version the app is tested with).") from None
+    own = readme[: len(readme) - len(text)].strip()[3:-3].strip("\n")  # the README's block, as written
+    front = "\n".join(part for part in (own, SpaceCardData(**missing).to_yaml() if missing else "") if part)
+
+    def relink(m: re.Match) -> str:
+        bang, label, target = m.groups()
+        local = not re.match(r"^([a-z]+:|#|/)", target)
+        if not local or target.split("#")[0] in uploaded:
+            return m.group(0)
+        return "" if bang else label
+
+    lines = [(line, LINK.sub(relink, line)) for line in text.splitlines()]
+    body = "\n".join(new for old, new in lines if new.strip() or not old.strip())  # a dropped image leaves no line
+    return f"---\n{front}\n---\n{body}\n"
+
+
+def space_requirements(requirements: str) -> str:
+    """The repository's requirements.txt less the test-only packages."""
+    keep = [line for line in requirements.splitlines()
+            if re.split(r"[\s<>=!~\[;]", line.strip(), maxsplit=1)[0].lower() not in TEST_ONLY]
+    return "\n".join(keep) + "\n"
+
+
+def space_files(root: Path) -> list[SpaceFile]:
+    """Every file the Space gets, in upload order: the allow-listed files, then the generated ones."""
+    out: dict[str, SpaceFile] = {}
+    for pattern in SPACE_FILES:
+        found = sorted(p for p in root.glob(pattern) if p.is_file() and "__pycache__" not in p.parts)
+        if not found:
+            raise HsdError(f"{root / pattern} matches no file: the Space needs it (is {root} a full hsd checkout?).")
+        for p in found:
+            name, size = p.relative_to(root).as_posix(), p.stat().st_size
+            with p.open("rb") as f:
+                out[name] = SpaceFile(name, size, is_large(f.read(8000), size), p)
+    uploaded = set(out) | {"README.md", "requirements.txt"}
+    readme, requirements = ((root / name).read_text(encoding="utf-8") for name in ("README.md", "requirements.txt"))
+    for name, text in [("README.md", space_readme(readme, uploaded)), ("requirements.txt", space_requirements(requirements))]:
+        data = text.encode("utf-8")
+        out[name] = SpaceFile(name, len(data), is_large(data, len(data)), content=data)
+    return list(out.values())
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
+
+
+def check_hardware(hardware: str | None) -> None:
+    from huggingface_hub import SpaceHardware
+
+    known = [h.value for h in SpaceHardware]
+    if hardware is not None and hardware not in known:
+        raise InvalidSettingError(f"Unknown Space hardware {hardware!r}: use one of {', '.join(known)}.")
+
+
+@contextmanager
+def hub_errors(what: str, repo_id: str, hardware: str | None = None):
+    """A Hub request's failure becomes an hsd error that says what to do."""
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    try:
+        yield
+    except OfflineModeIsEnabled:
+        raise HsdError("HF_HUB_OFFLINE is set: unset it to push (or add --dry-run to only list the files).") from None
+    except HfHubHTTPError as exc:
+        status = getattr(exc.response, "status_code", None)
+        hint = {401: " Log in with `hf auth login` (a token with write access) or set HF_TOKEN.",
+                403: " The token needs write access to this namespace."}.get(status, "")
+        if what == "hardware" and status in (402, 403):
+            hint = (f" {hardware} needs a PRO account or an organisation plan for ZeroGPU, or billing for paid "
+                    "hardware; cpu-basic is free.")
+        raise HsdError(f"The Hub refused the {what} request for {repo_id} ({status}): "
+                       f"{str(exc).splitlines()[0]}.{hint}") from None
+
+
+def push(repo_id: str, *, root: Path | None = None, hardware: str | None = None, private: bool = False,
+         dry_run: bool = False, api=None, log=print) -> str:
+    """Create the Space if needed, upload :func:`space_files`, set the hardware if asked; returns its URL."""
+    from huggingface_hub import constants
+
+    if not REPO_ID.match(repo_id or ""):
+        raise InvalidSettingError(f"Space id {repo_id!r}: give it as USER/NAME (or ORG/NAME), e.g. someone/hsd-demo.")
+    check_hardware(hardware)
+    files = space_files(root or checkout_root())
+    url = f"{constants.ENDPOINT}/spaces/{repo_id}"
+    if dry_run:
+        for f in files:
+            note = "  (generated)" if f.generated else ""
+            log(f"{_size(f.size):>10}  {'large' if f.large else '     '}  {f.path}{note}")
+        n_large = sum(f.large for f in files)
+        log(f"{len(files)} files, {_size(sum(f.size for f in files))}, {n_large} through Xet/LFS; "
+            f"hardware {hardware or 'unchanged'}; {'private' if private else 'public'} if created.")
+        log(f"dry run, nothing sent: {url}")
+        return url
+    if api is None:
+        from huggingface_hub import HfApi, get_token
+
+        if not get_token():
+            raise HsdError("No Hugging Face token: run `hf auth login` (a token with write access) or set HF_TOKEN. "
+                           "--dry-run needs none.")
+        api = HfApi()
+    from . import __version__
+
+    with hub_errors("create", repo_id):
+        repo_url = api.create_repo(repo_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
+    url = str(getattr(repo_url, "url", None) or repo_url or url)
+    with tempfile.TemporaryDirectory(prefix="hsd-space-") as tmp:
+        for f in files:
+            dest = Path(tmp) / f.path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if f.generated:
+                dest.write_bytes(f.content)
+            else:
+                shutil.copyfile(f.source, dest)
+        log(f"uploading {len(files)} files ({_size(sum(f.size for f in files))}) to {repo_id}...")
+        with hub_errors("upload", repo_id):
+            api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=tmp,
+                              allow_patterns=[f.path for f in files], delete_patterns=DELETE_PATTERNS,
+                              commit_message=f"Deploy hsd {__version__} with hsd space push")
+    if hardware:
+        with hub_errors("hardware", repo_id, hardware):
+            api.request_space_hardware(repo_id, hardware)
+        log(f"hardware requested: {hardware}")
+    log(url)
+    return url
+
+
+def add_space_parser(sub) -> None:
+    space = sub.add_parser("space", help="deploy the app to a Hugging Face Space")
+    actions = space.add_subparsers(dest="space_command", required=True)
+    p = actions.add_parser("push", help="create or update a Space with the app, hsd and the embedded pair",
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("repo_id", metavar="USER/NAME", help="the Space, e.g. someone/hsd-demo")
+    p.add_argument("--hardware", help="cpu-basic (free), zero-a10g (ZeroGPU, PRO), t4-small, ...; default: as it is")
+    p.add_argument("--private", action="store_true", help="make the Space private when it is created")
+    p.add_argument("--dry-run", action="store_true", help="list the files and sizes; no network, no token")
+    p.set_defaults(func=cmd_space_push)
+
+
+def cmd_space_push(args) -> int:
+    push(args.repo_id, hardware=args.hardware, private=args.private, dry_run=args.dry_run)
+    return 0
