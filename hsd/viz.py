@@ -17,14 +17,16 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from .algorithms import ALGORITHMS
+from .metrics import Metrics, iid_expected_speedup, predicted_speedup
 from .trace import Result, Round
 
 COLORS = {"accepted": "#22c55e", "corrected": "#f97316", "bonus": "#3b82f6", "rejected": "#9ca3af",
           "target": None}
 OUTCOME_COLORS = {"accepted": "#22c55e", "rejected": "#ef4444", "unverified": "#9ca3af"}
 ALGORITHM_COLORS = {"ar": "#6b7280", "sd": "#8b5cf6", "slem": "#0ea5e9", "tli": "#f59e0b", "slrs": "#ec4899"}
+EXTRA_COLORS = ("#14b8a6", "#84cc16", "#e11d48", "#a855f7", "#0284c7", "#ca8a04")  # algorithms added later, peers
 SPLIT_COLORS = {"draft": "#0ea5e9", "convert": "#f59e0b", "verify": "#6366f1", "other": "#9ca3af"}
-PROPOSAL_SYMBOL = {"sd": "q", "tli": "q′", "slrs": "ψ", "slem": None}
 LEGEND_TEXT = {"accepted": "accepted draft", "corrected": "target's correction", "bonus": "bonus token",
                "target": "target token (AR)", "rejected": "rejected draft"}
 MONO = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
@@ -223,7 +225,8 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
     d_cuts = {min(s.start, len(draft)) for s in rnd.drafted} | {min(s.end, len(draft)) for s in rnd.drafted}
     t_cuts = {min(s.start, len(draft)) for s in rnd.proposed} | {min(s.end, len(draft)) for s in rnd.proposed}
     t_cuts.add(rnd.lag)
-    symbol = PROPOSAL_SYMBOL.get(algorithm, "q")
+    spec = ALGORITHMS.get(algorithm)
+    symbol = spec.proposal_symbol if spec else "q"
     sd, st = special_drafter or {}, special_target or {}
     cell = "padding:4px 8px;text-align:center;vertical-align:top;white-space:nowrap;border:none"
     head = f'{cell};text-align:right;font-weight:600;opacity:0.8;font-family:sans-serif;font-size:0.75em'
@@ -248,7 +251,7 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
             return _piece_text(draft, span.start, span.end)[0]
         return f"⟨{specials.get(span.id, 'special')}⟩"
 
-    drafted_symbol = "q′" if algorithm == "tli" else "q"  # what the drafter sampled each token from
+    drafted_symbol = spec.draft_symbol if spec else "q"  # what the drafter sampled each token from
     drafted_row = token_row(rnd.drafted, d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"),
                             lambda s: label(s, sd),
                             lambda s: f"id {s.id}" + ("" if s.prob is None else f"<br>{drafted_symbol} {s.prob:.2f}"))
@@ -323,51 +326,47 @@ def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
 
 
 def _color(name: str) -> str:
-    return ALGORITHM_COLORS.get(name, "#334155")
+    """One colour per algorithm everywhere (the app's figures and the benchmark's); a peer row (``hf-slem``)
+    takes its algorithm's colour, an algorithm without one of its own a stable one from ``EXTRA_COLORS``."""
+    base = name[3:] if name.startswith("hf-") else name
+    if base in ALGORITHM_COLORS:
+        return ALGORITHM_COLORS[base]
+    return EXTRA_COLORS[sum(base.encode()) % len(EXTRA_COLORS)]
 
 
 def _mean_per_round(result: Result, key: str) -> float:
-    return result.metrics["time_split_s"][key] / max(1, result.metrics["rounds"])
+    m = Metrics.of(result.metrics)
+    return m.time_split_s[key] / max(1, m.rounds)
 
 
 def expected_speedup(result: Result, ar: Result) -> float | None:
-    """Theoretical speedup of a speculative run over AR, from its measured acceptance and costs.
+    """The i.i.d. formula (:func:`hsd.metrics.iid_expected_speedup`), for the record; the app plots
+    :func:`predicted_speedup`, the model ``hsd advise`` fits."""
+    return iid_expected_speedup(result.metrics, ar.metrics)
 
-    With per-position acceptance rate ``a`` and ``k`` proposed target tokens per round, the expected
-    tokens per round is ``E = (1 - a^(k+1)) / (1 - a)`` (``k + 1`` when ``a = 1``; Leviathan et al.
-    2023, eq. 1). The cost of a round, in units of one AR step (AR seconds per token, measured in the
-    same run), is ``k·c_draft + c_verify``: ``k·c_draft`` is the round's measured drafting time and
-    ``c_verify`` everything else in the round (verification forward, conversion, bookkeeping).
-    Expected speedup = ``E / (k·c_draft + c_verify)``. It differs from the measured speedup when
-    acceptances are not independent of position, and through the prefill (TTFT) left out of both.
-    """
-    m, am = result.metrics, ar.metrics
-    if not m.get("rounds") or m.get("acceptance_rate") is None or not am.get("tokens_per_s"):
-        return None
-    a, k = m["acceptance_rate"], m["proposed"] / m["rounds"]
-    tokens = k + 1 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
-    step = 1.0 / am["tokens_per_s"]
-    draft = _mean_per_round(result, "draft") / step
-    rest = sum(_mean_per_round(result, key) for key in ("convert", "verify", "other")) / step
-    cost = draft + rest
-    return tokens / cost if cost > 0 else None
+
+def predicted(result: Result, ar: Result) -> float | None:
+    """Speedup over AR predicted by ``hsd advise``'s model from this run (:func:`hsd.metrics.predicted_speedup`)."""
+    return predicted_speedup(result.rounds, ar.rounds)
 
 
 def speedup_figure(results: dict[str, Result], device: str = "") -> go.Figure:
-    """Measured speedup over AR (filled bars), the theoretical expected speedup beside each (hatched bars)."""
+    """Measured speedup over AR (filled bars), and beside each (hatched bars) the speedup ``hsd advise``'s
+    model predicts from the same run's acceptance chain and round times."""
     ar = results.get("ar")
     names = [n for n in results if n != "ar"]
     fig = go.Figure()
-    if ar is None or not ar.metrics.get("tokens_per_s"):
+    if ar is None or not Metrics.of(ar.metrics).tokens_per_s:
         return _layout(fig, "Speedup over AR (needs an AR run)", "algorithm", "× AR tokens/s")
-    measured = [(results[n].metrics["tokens_per_s"] or 0) / ar.metrics["tokens_per_s"] for n in names]
-    theory = [expected_speedup(results[n], ar) for n in names]
+    ar_tps = Metrics.of(ar.metrics).tokens_per_s
+    measured = [(Metrics.of(results[n].metrics).tokens_per_s or 0) / ar_tps for n in names]
+    model = [predicted(results[n], ar) for n in names]
     colors = [_color(n) for n in names]
     fig.add_bar(x=names, y=measured, name="measured", marker_color=colors,
                 text=[f"{v:.2f}×" for v in measured], textposition="outside")
-    fig.add_bar(x=names, y=theory, name="expected from measured acceptance and costs",
+    fig.add_bar(x=names, y=model, name="predicted from this run's acceptance chain and round times (hsd advise)",
                 marker=dict(color="white", line=dict(color=colors, width=3), pattern=dict(shape="/", fgcolor=colors)),
-                text=[f"{v:.2f}×" if v is not None else "" for v in theory], textposition="outside")
+                text=[f"{v:.2f}×" if v is not None else "" for v in model], textposition="outside")
     fig.update_layout(barmode="group")
     fig.add_hline(y=1.0, line_dash="dash", line_color="#6b7280", annotation_text="AR = 1×")
     title = "Speedup over AR, measured in this run" + (f"<br><sup>{_esc(device)}</sup>" if device else "")
@@ -391,7 +390,7 @@ def acceptance_histogram_figure(results: dict[str, Result]) -> go.Figure:
     """Share of rounds that accepted 0, 1, 2, ... drafted tokens."""
     fig = go.Figure()
     for name, res in results.items():
-        hist = res.metrics.get("acceptance_histogram") or []
+        hist = Metrics.of(res.metrics).acceptance_histogram
         if name == "ar" or not hist or not sum(hist):
             continue
         total = sum(hist)
@@ -404,7 +403,7 @@ def position_acceptance_figure(results: dict[str, Result]) -> go.Figure:
     """Acceptance at draft position i, among rounds that proposed at least i tokens."""
     fig = go.Figure()
     for name, res in results.items():
-        per = res.metrics.get("per_position_acceptance") or []
+        per = Metrics.of(res.metrics).per_position_acceptance
         if name == "ar" or not per:
             continue
         fig.add_scatter(x=list(range(1, len(per) + 1)), y=per, name=name, mode="lines+markers",
@@ -437,27 +436,27 @@ def rounds_figure(rounds: list[Round], title: str = "Rounds") -> go.Figure:
 
 # ----------------------------------------------------------------------------- tables and badge
 
-SUMMARY_COLUMNS = ["algorithm", "tokens", "tokens/s", "speedup", "expected speedup", "TTFT (ms)", "TPOT (ms)", "τ",
+SUMMARY_COLUMNS = ["algorithm", "tokens", "tokens/s", "speedup", "predicted speedup", "TTFT (ms)", "TPOT (ms)", "τ",
                    "acceptance rate", "target forwards", "drafter forwards", "lossless (T=0)"]
 
 
 def summary_table(results: dict[str, Result]) -> pd.DataFrame:
     """One row per run, with names production engines use (τ = mean accepted length per target forward)."""
     ar = results.get("ar")
-    ar_tps = ar.metrics.get("tokens_per_s") if ar else None
+    ar_tps = Metrics.of(ar.metrics).tokens_per_s if ar else None
     same = lossless(results)
     rows = []
     for name, res in results.items():
-        m = res.metrics
+        m = Metrics.of(res.metrics)
         ms = lambda x: None if x is None else round(1000 * x, 2)  # noqa: E731
         rnd = lambda x, d=3: None if x is None else round(x, d)  # noqa: E731
         rows.append({
-            "algorithm": name, "tokens": m["new_tokens"], "tokens/s": rnd(m["tokens_per_s"], 1),
-            "speedup": rnd(m["tokens_per_s"] / ar_tps, 2) if ar_tps and m["tokens_per_s"] else None,
-            "expected speedup": rnd(expected_speedup(res, ar), 2) if ar and name != "ar" else None,
-            "TTFT (ms)": ms(m["ttft_s"]), "TPOT (ms)": ms(m["tpot_s"]), "τ": rnd(m["mean_accepted_length"], 2),
-            "acceptance rate": rnd(m["acceptance_rate"]), "target forwards": m["target_forwards"],
-            "drafter forwards": m["drafter_forwards"],
+            "algorithm": name, "tokens": m.new_tokens, "tokens/s": rnd(m.tokens_per_s, 1),
+            "speedup": rnd(m.tokens_per_s / ar_tps, 2) if ar_tps and m.tokens_per_s else None,
+            "predicted speedup": rnd(predicted(res, ar), 2) if ar and name != "ar" else None,
+            "TTFT (ms)": ms(m.ttft_s), "TPOT (ms)": ms(m.tpot_s), "τ": rnd(m.mean_accepted_length, 2),
+            "acceptance rate": rnd(m.acceptance_rate), "target forwards": m.target_forwards,
+            "drafter forwards": m.drafter_forwards,
             "lossless (T=0)": {True: "yes", False: "NO"}.get(same.get(name), "—"),
         })
         if "psi_forwards" in m:  # SLRS: the cost of computing psi (spec §4)
@@ -500,3 +499,59 @@ def lossless_badge(results: dict[str, Result]) -> str:
                                                 "differently from one-at-a-time decoding and flip a near-tie.")
     return (f'<div class="hsd-badges"><b>Lossless at temperature 0</b> (token ids equal to AR):<br>{"".join(badges)}'
             f'<div style="font-size:0.85em;opacity:0.8">{_esc(note)}</div></div>')
+
+
+# ----------------------------------------------------------------------------- benchmark figures
+
+def bench_figures(report: dict) -> dict[str, go.Figure]:
+    """A ``hsd bench`` report: throughput against the limit per temperature, and acceptance per position."""
+    from pathlib import Path
+
+    from plotly.subplots import make_subplots
+
+    from .machine import machine_line
+
+    rows = [r for r in report["rows"] if r.get("tokens_per_s")]
+    title = f"{Path(report['pair']['target']).name} ← {Path(str(report['pair']['drafter'])).name}"
+    sub = f"<br><sup>{machine_line(report['machine'])}</sup>"
+    temps = sorted({r["temperature"] for r in rows})
+    fig = make_subplots(1, len(temps), subplot_titles=[f"T = {t:g}" for t in temps], shared_yaxes=True)
+    for j, t in enumerate(temps, 1):
+        rr = [r for r in rows if r["temperature"] == t]
+        names = [r["algorithm"] for r in rr]
+        colors = [_color(n) for n in names]
+        fig.add_bar(x=names, y=[r["tokens_per_s"] for r in rr], name="measured", marker_color=colors,
+                    text=[f"{r['speedup']:.2f}×" if r.get("speedup") else "" for r in rr], textposition="outside",
+                    showlegend=j == 1, row=1, col=j)
+        fig.add_bar(x=names, y=[r.get("ideal_tokens_per_s") for r in rr], name="ideal (forwards only)",
+                    marker=dict(color="white", line=dict(color=colors, width=3), pattern=dict(shape="/", fgcolor=colors)),
+                    showlegend=j == 1, row=1, col=j)
+    fig.update_layout(title=f"Output tokens/s (harmonic mean), speedup over hsd AR: {title}{sub}",
+                      yaxis_title="tokens/s", barmode="group", height=460, template="plotly_white")
+    acc = go.Figure()
+    for r in rows:
+        if r.get("per_position_acceptance"):
+            acc.add_scatter(x=list(range(1, len(r["per_position_acceptance"]) + 1)), y=r["per_position_acceptance"],
+                            mode="lines+markers", name=f"{r['algorithm']} T={r['temperature']:g}",
+                            line=dict(color=_color(r["algorithm"]), dash="solid" if r["temperature"] == 0 else "dot"))
+    acc.update_layout(title=f"Share of rounds proposing ≥ i tokens whose first i were all accepted: {title}{sub}",
+                      xaxis_title="draft position i", yaxis_title="accepted through i", yaxis_range=[0, 1.05],
+                      height=420, template="plotly_white")
+    return {"throughput": fig, "acceptance": acc}
+
+
+def scale_figure(points: list[dict], machine: str = "") -> go.Figure:
+    """Per-token time against max new tokens and against prompt length, one line per algorithm."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(1, 2, subplot_titles=["against max new tokens", "against prompt length (target tokens)"])
+    for j, axis in enumerate(("max_new_tokens", "prompt_tokens"), 1):
+        for a in dict.fromkeys(p["algorithm"] for p in points):
+            pts = [p for p in points if p["axis"] == axis and p["algorithm"] == a]
+            fig.add_scatter(x=[p["x"] for p in pts], y=[p["tpot_ms"] for p in pts], mode="lines+markers", name=a,
+                            legendgroup=a, showlegend=j == 1, line_color=_color(a), row=1, col=j)
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(title_text="TPOT ms (median)", row=1, col=1)
+    fig.update_layout(title="Per-token time vs length" + (f"<br><sup>{_esc(machine)}</sup>" if machine else ""),
+                      height=440, template="plotly_white")
+    return fig
