@@ -20,6 +20,7 @@ import gradio as gr
 
 import hsd
 from hsd import forms, planning, viz
+from hsd.bench import run_each
 from hsd.loading import GALLERY
 from hsd.machine import device_name
 from hsd.report import compatibility_report, explain, format_report
@@ -96,14 +97,6 @@ def _error(exc: BaseException) -> str:
             "the settings and try again.")
 
 
-def _interesting_round(rounds) -> int:
-    """A round worth showing first: some drafts accepted and one rejected; else the first with a draft."""
-    for r in rounds:
-        if r.n_accepted and any(p.outcome == "rejected" for p in r.positions):
-            return r.index
-    return next((r.index for r in rounds if r.proposed), 0)
-
-
 def _view(state: dict | None, index) -> str:
     if not state:
         return "<i>Run an algorithm to step through its rounds.</i>"
@@ -158,14 +151,9 @@ def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead
                                            special_text=special)
                     yield _outputs(RUN_OUT, status=f"▶️ {algorithm}: round {len(rounds)}, {n} tokens…", output=html,
                                    state=None)
-        m = result.metrics
-        status = (f"✅ **{algorithm}**: {m.new_tokens} tokens in {m.rounds} rounds, "
-                  f"{m.tokens_per_s or 0:.1f} tokens/s, τ = {m.mean_accepted_length:.2f}"
-                  + (f", acceptance {m.acceptance_rate:.0%}" if m.acceptance_rate is not None else "")
-                  + f" · stopped by {result.stop_reason} · {device_name(pair.target.device)}, "
-                  f"{result.settings['dtype']}")
+        status = "✅ " + viz.run_summary(result, device_name(pair.target.device))
         state = _state(pair, result, kw.get("prompt"))
-        first = _interesting_round(result.rounds)
+        first = viz.interesting_round(result.rounds)
         yield _outputs(RUN_OUT, status=status, state=state, round_view=_view(state, first),
                        output=viz.output_html(result.rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
                                               special_text=special),
@@ -222,26 +210,16 @@ def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_n
         yield _outputs(COMPARE_OUT, status=f"⏳ Loading (first time only)…\n{plan}")
         pair = get_pair(target, drafter, device, dtype)
         names = hsd.usable_algorithms(pair)
-        results, failed = {}, {}
         with _device_lock(str(pair.target.device)):
-            yield _outputs(COMPARE_OUT, status=f"⏳ Warming up {', '.join(names)}…")
-            for name in names:
-                try:
-                    hsd.generate(pair, algorithm=name, **{**kw, "max_new_tokens": min(8, kw["max_new_tokens"])})
-                except hsd.ResourceLimitError as exc:  # e.g. SLRS's path limit: report it, compare the rest
-                    failed[name] = str(exc)
-            names = [n for n in names if n not in failed]
-            for i, name in enumerate(names):
-                yield _outputs(COMPARE_OUT, status=f"▶️ Running {name} ({i + 1}/{len(names)})…")
-                try:
-                    results[name] = hsd.generate(pair, algorithm=name, **kw)
-                except hsd.ResourceLimitError as exc:
-                    failed[name] = str(exc)
+            for progress in run_each(pair, names, **kw):
+                if isinstance(progress, str):
+                    yield _outputs(COMPARE_OUT, status=progress)
+        results, failed = progress
         device = f"{device_name(pair.target.device)}, {results['ar'].settings['dtype']}"
         table = viz.summary_table(results)
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-compare.csv"
         table.to_csv(csv, index=False)
-        skipped = [a for a in hsd.ALGORITHMS if a not in names and a not in failed]
+        skipped = [a for a in hsd.ALGORITHMS if a not in results and a not in failed]
         status = (f"✅ Compared {', '.join(results)} on {device}, temperature {kw['temperature']}, seed "
                   f"{kw['seed']}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
                   + "".join(f"\n\n⚠️ {name} stopped: {msg}" for name, msg in failed.items()))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .algorithms import ALGORITHMS
 from .costs import Costs, ideal_call_seconds, ideal_decode_seconds, measure_costs
-from .errors import HsdError, InvalidSettingError
+from .errors import HsdError, InvalidSettingError, ResourceLimitError
 from .generate import encode_prompt, generate
 from .loading import ASSETS, Pair
 from .machine import machine_info, machine_line  # noqa: F401  (re-exported: benchmarks/ import them here)
@@ -63,6 +63,28 @@ def load_prompts(spec: str, n: int | None = None) -> list[str]:
     else:
         prompts = [path.read_text(encoding="utf-8")]
     return prompts[:n] if n else prompts
+
+
+def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, **settings):
+    """Each algorithm once on the same prompt, settings and seed, after a short warm-up of each (the app's
+    Compare). Yields progress lines, then ``(results, failed)``: the :class:`~hsd.trace.Result` of each that
+    ran, and the message of each that hit a resource limit (e.g. SLRS's path limit)."""
+    results, failed = {}, {}
+    yield f"⏳ Warming up {', '.join(algorithms)}…"
+    for name in algorithms:
+        try:
+            generate(pair, algorithm=name, **{**settings, "max_new_tokens": min(warmup_tokens,
+                                                                              settings["max_new_tokens"])})
+        except ResourceLimitError as exc:
+            failed[name] = str(exc)
+    todo = [n for n in algorithms if n not in failed]
+    for i, name in enumerate(todo):
+        yield f"▶️ Running {name} ({i + 1}/{len(todo)})…"
+        try:
+            results[name] = generate(pair, algorithm=name, **settings)
+        except ResourceLimitError as exc:
+            failed[name] = str(exc)
+    yield results, failed
 
 
 def row_labels(algorithms: list[str], temperature: float, peer: bool) -> list[str]:

@@ -21,7 +21,8 @@ TABLE = [
     ("vs_transformers", "vs HF", ".2f"), ("tau", "τ", ".2f"),
     ("acceptance_rate", "accept", ".1%"), ("target_forwards_per_token", "tgt fw/tok", ".2f"),
     ("drafter_forwards_per_token", "drf fw/tok", ".2f"), ("ideal_tokens_per_s", "ideal tok/s", ".1f"),
-    ("efficiency", "efficiency", ".2f"), ("cpu_efficiency", "CPU eff.", ".2f"), ("outside_forwards", "outside forwards", ".0%"), ("greedy_equals_ar", "= AR", "s"), ("note", "note", "s"),
+    ("efficiency", "efficiency", ".2f"), ("cpu_efficiency", "CPU eff.", ".2f"),
+    ("outside_forwards", "outside forwards", ".0%"), ("greedy_equals_ar", "= AR", "s"), ("note", "note", "s"),
 ]
 
 

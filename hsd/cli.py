@@ -203,7 +203,8 @@ def check_bench_args(args) -> list[str]:
 
     for name in args.algorithms or []:
         if name not in ALGORITHMS:
-            raise InvalidSettingError(f"Unknown algorithm {name!r} in --algorithms: choose from {', '.join(ALGORITHMS)}.")
+            raise InvalidSettingError(f"Unknown algorithm {name!r} in --algorithms: choose from "
+                                      f"{', '.join(ALGORITHMS)}.")
     for t in getattr(args, "temperatures", None) or [args.temperature]:
         Sampling(t)
     _check_int("--max-new-tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")

@@ -104,4 +104,5 @@ class Result:
     def to_dict(self) -> dict:
         return {"algorithm": self.algorithm, "text": self.text, "prompt_ids": self.prompt_ids,
                 "token_ids": self.token_ids, "stop_reason": self.stop_reason, "settings": self.settings,
-                "metrics": self.metrics.to_dict() if hasattr(self.metrics, "to_dict") else self.metrics, "prefill": self.prefill, "rounds": [r.to_dict() for r in self.rounds]}
+                "metrics": self.metrics.to_dict() if hasattr(self.metrics, "to_dict") else self.metrics,
+                "prefill": self.prefill, "rounds": [r.to_dict() for r in self.rounds]}

@@ -139,6 +139,25 @@ def output_html(rounds: list[Round], *, show_rejected: bool = True, special_text
     return (legend_html(labels) if legend else "") + box
 
 
+# ----------------------------------------------------------------------------- one run
+
+def run_summary(result: Result, device: str = "") -> str:
+    """One Markdown line: tokens, rounds, tokens/s, τ, acceptance, why it stopped, where it ran."""
+    m = Metrics.of(result.metrics)
+    return (f"**{result.algorithm}**: {m.new_tokens} tokens in {m.rounds} rounds, {m.tokens_per_s or 0:.1f} "
+            f"tokens/s, τ = {m.mean_accepted_length:.2f}"
+            + (f", acceptance {m.acceptance_rate:.0%}" if m.acceptance_rate is not None else "")
+            + f" · stopped by {result.stop_reason} · {device}, {result.settings['dtype']}")
+
+
+def interesting_round(rounds: list[Round]) -> int:
+    """A round worth showing first: some drafts accepted and one rejected; else the first with a draft."""
+    for r in rounds:
+        if r.n_accepted and any(p.outcome == "rejected" for p in r.positions):
+            return r.index
+    return next((r.index for r in rounds if r.proposed), 0)
+
+
 # ----------------------------------------------------------------------------- token-boundary view
 
 def _columns(draft: bytes, spans_a, spans_b):
@@ -350,6 +369,11 @@ def predicted(result: Result, ar: Result) -> float | None:
     return predicted_speedup(result.rounds, ar.rounds)
 
 
+def _hatched(colors: list[str]) -> dict:
+    """The marker of a bar that is a model's number, not a measurement."""
+    return dict(color="white", line=dict(color=colors, width=3), pattern=dict(shape="/", fgcolor=colors))
+
+
 def speedup_figure(results: dict[str, Result], device: str = "") -> go.Figure:
     """Measured speedup over AR (filled bars), and beside each (hatched bars) the speedup ``hsd advise``'s
     model predicts from the same run's acceptance chain and round times."""
@@ -365,8 +389,8 @@ def speedup_figure(results: dict[str, Result], device: str = "") -> go.Figure:
     fig.add_bar(x=names, y=measured, name="measured", marker_color=colors,
                 text=[f"{v:.2f}×" for v in measured], textposition="outside")
     fig.add_bar(x=names, y=model, name="predicted from this run's acceptance chain and round times (hsd advise)",
-                marker=dict(color="white", line=dict(color=colors, width=3), pattern=dict(shape="/", fgcolor=colors)),
-                text=[f"{v:.2f}×" if v is not None else "" for v in model], textposition="outside")
+                marker=_hatched(colors), text=[f"{v:.2f}×" if v is not None else "" for v in model],
+                textposition="outside")
     fig.update_layout(barmode="group")
     fig.add_hline(y=1.0, line_dash="dash", line_color="#6b7280", annotation_text="AR = 1×")
     title = "Speedup over AR, measured in this run" + (f"<br><sup>{_esc(device)}</sup>" if device else "")
@@ -524,8 +548,7 @@ def bench_figures(report: dict) -> dict[str, go.Figure]:
                     text=[f"{r['speedup']:.2f}×" if r.get("speedup") else "" for r in rr], textposition="outside",
                     showlegend=j == 1, row=1, col=j)
         fig.add_bar(x=names, y=[r.get("ideal_tokens_per_s") for r in rr], name="ideal (forwards only)",
-                    marker=dict(color="white", line=dict(color=colors, width=3), pattern=dict(shape="/", fgcolor=colors)),
-                    showlegend=j == 1, row=1, col=j)
+                    marker=_hatched(colors), showlegend=j == 1, row=1, col=j)
     fig.update_layout(title=f"Output tokens/s (harmonic mean), speedup over hsd AR: {title}{sub}",
                       yaxis_title="tokens/s", barmode="group", height=460, template="plotly_white")
     acc = go.Figure()
