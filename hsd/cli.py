@@ -130,7 +130,7 @@ def cmd_generate(args) -> int:
     check_output_file(args.json)
     _check_int("lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
-    pair = load_cli_pair(args, need_drafter=args.algorithm != "ar", hint=" (or use --algorithm ar)")
+    pair = load_cli_pair(args, need_drafter=ALGORITHMS[args.algorithm].needs_drafter, hint=" (or use --algorithm ar)")
     kwargs = dict(algorithm=args.algorithm, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                   top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead, seed=args.seed)
     if args.chat:
@@ -172,7 +172,7 @@ def _bench_parsers(sub) -> None:
     """``bench`` and ``advise``: the benchmark (:mod:`hsd.bench`) and the advice (:mod:`hsd.advise`)."""
     b = sub.add_parser("bench", help="paper-style benchmark: tokens/s, speedup, tau, limit, Transformers peer")
     _bench_args(b)
-    b.add_argument("--algorithms", nargs="+", default=["ar", "slem", "tli"], help="ar sd slem tli slrs")
+    b.add_argument("--algorithms", nargs="+", default=["ar", "slem", "tli"], help=" ".join(ALGORITHMS))
     b.add_argument("--temperatures", nargs="+", type=float, default=[0.0, 1.0])
     b.add_argument("--max-new-tokens", type=int, default=128)
     b.add_argument("--lookahead", type=int, default=5)
@@ -240,7 +240,8 @@ def cmd_bench(args) -> int:
     from .machine import machine_info, machine_line
 
     prompts = check_bench_args(args)
-    pair = load_cli_pair(args, need_drafter=any(a != "ar" for a in args.algorithms), hint=" (or --preset)")
+    pair = load_cli_pair(args, need_drafter=any(ALGORITHMS[a].needs_drafter for a in args.algorithms),
+                         hint=" (or --preset)")
     cfg = BenchConfig(args.algorithms, args.temperatures, args.prompts, len(prompts), args.max_new_tokens,
                       args.lookahead, args.warmups, args.repeats, args.seed, not args.no_peer, args.min_new_tokens)
     print(f"machine: {machine_line(machine_info(pair))}")

@@ -115,7 +115,8 @@ class Metrics:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        return {**d, **d.pop("extra")}
+        extra = d.pop("extra")
+        return {**d, **extra}
 
     def __getitem__(self, key: str):
         if key in self.extra:
@@ -135,6 +136,9 @@ class Metrics:
 
     def keys(self):
         return self.to_dict().keys()
+
+    def __iter__(self):
+        return iter(self.keys())
 
 
 def summarize(counts: list[Counts], *, total_s: float | None = None, prefill_s: float | None = None,
