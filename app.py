@@ -3,7 +3,7 @@
 ``python app.py`` locally, or a Hugging Face Space (``sdk: gradio``, ``app_file: app.py``). This file
 only builds widgets and wires them to the library: loading and its planning (:mod:`hsd.loading`,
 :mod:`hsd.planning`), form checks (:mod:`hsd.forms`), which algorithms apply (:func:`hsd.availability`),
-the report (:mod:`hsd.report`) and the pictures (:mod:`hsd.viz`); see docs/app.md.
+the report (:mod:`hsd.report`) and the pictures (:mod:`hsd.viz`, :mod:`hsd.figures`); see docs/app.md.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import gradio as gr
 
 import hsd
-from hsd import forms, planning, viz
+from hsd import figures, forms, planning, viz
 from hsd.bench import run_each
 from hsd.loading import GALLERY
 from hsd.machine import device_name
@@ -158,7 +158,7 @@ def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead
                        output=viz.output_html(result.rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
                                               special_text=special),
                        round=gr.update(maximum=max(0, len(result.rounds) - 1), value=first),
-                       rounds_plot=viz.rounds_figure(result.rounds, f"{algorithm}: time and tokens per round"))
+                       rounds_plot=figures.rounds_figure(result.rounds, f"{algorithm}: time and tokens per round"))
     except Exception as exc:  # every failure ends as a message to this user; the app stays up
         yield _outputs(RUN_OUT, status=_error(exc), state=None)
 
@@ -224,10 +224,11 @@ def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_n
                   f"{kw['seed']}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
                   + "".join(f"\n\n⚠️ {name} stopped: {msg}" for name, msg in failed.items()))
         yield _outputs(COMPARE_OUT, status=status, badge=viz.lossless_badge(results),
-                       speedup=viz.speedup_figure(results, device), tokens_time=viz.tokens_time_figure(results),
-                       histogram=viz.acceptance_histogram_figure(results),
-                       positions=viz.position_acceptance_figure(results), time_split=viz.time_split_figure(results),
-                       table=table, csv=str(csv))
+                       speedup=figures.speedup_figure(results, device),
+                       tokens_time=figures.tokens_time_figure(results),
+                       histogram=figures.acceptance_histogram_figure(results),
+                       positions=figures.position_acceptance_figure(results),
+                       time_split=figures.time_split_figure(results), table=table, csv=str(csv))
     except Exception as exc:
         yield _outputs(COMPARE_OUT, status=_error(exc))
 

@@ -1,4 +1,4 @@
-"""Benchmark outputs: the printed / markdown table, CSV files, and the figures of :mod:`hsd.viz` as HTML (and
+"""Benchmark outputs: the printed / markdown table, CSV files, and the figures of :mod:`hsd.figures` as HTML (and
 PNG when it works).
 
 Every output carries the machine line (:func:`hsd.machine.machine_line`).
@@ -51,8 +51,8 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 
 def figures(report: dict) -> dict:
-    """The benchmark's plotly figures (:func:`hsd.viz.bench_figures`)."""
-    from .viz import bench_figures
+    """The benchmark's plotly figures (:func:`hsd.figures.bench_figures`)."""
+    from .figures import bench_figures
 
     return bench_figures(report)
 
@@ -116,7 +116,7 @@ def write_report(report: dict, out: Path, png: bool = True) -> list[str]:
     for name, fig in figures(report).items():
         written += save_figure(fig, out / name, png)
     if report.get("scale"):
-        from .viz import scale_figure
+        from .figures import scale_figure
 
         written += save_figure(scale_figure(report["scale"], machine_line(report["machine"])), out / "scale", png)
     return written
