@@ -1,14 +1,15 @@
 """The hsd lab: pick a target and a drafter, run AR / SD / SLEM / TLI / SLRS, see what was accepted.
 
 ``python app.py`` locally, or a Hugging Face Space (``sdk: gradio``, ``app_file: app.py``). This file
-only wires widgets to the engine (:mod:`hsd`) and the pictures (:mod:`hsd.viz`); see docs/app.md.
+only builds widgets and wires them to the library: loading and its planning (:mod:`hsd.loading`,
+:mod:`hsd.planning`), form checks (:mod:`hsd.forms`), which algorithms apply (:func:`hsd.availability`),
+the report (:mod:`hsd.report`) and the pictures (:mod:`hsd.viz`, :mod:`hsd.figures`); see docs/app.md.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import tempfile
 import threading
 import time
@@ -16,13 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import gradio as gr
-import torch
 
 import hsd
-from hsd import viz
-from hsd.algorithms import ALGORITHMS
-from hsd.loading import resolve_device, resolve_dtype
-from hsd.report import compatibility_report, format_report
+from hsd import figures, forms, planning, viz
+from hsd.bench import run_each
+from hsd.loading import GALLERY
+from hsd.machine import device_name
+from hsd.report import compatibility_report, explain, format_report
 
 try:  # ZeroGPU: the GPU work runs inside @spaces.GPU; elsewhere the decorator does nothing.
     import spaces
@@ -30,58 +31,26 @@ except ImportError:
     spaces = None
 
 log = logging.getLogger("hsd.app")
-ROOT = Path(__file__).resolve().parent
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true")
-MAX_PROMPT_CHARS = 20_000
-MAX_NEW_TOKENS = 1024
+MAX_NEW_TOKENS = forms.MAX_NEW_TOKENS
 STREAM_INTERVAL_S = 0.15
 LOCK_TIMEOUT_S = 600
-HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 PAPER = "https://arxiv.org/abs/2502.05202"
-EMBEDDED = "tiny-code (embedded, offline, CPU)"
-BYTES = "tiny-code-bytes (embedded target, byte-level drafter: SLRS at its cheapest)"
-PAIRS = {  # label -> (target, drafter); the embedded pair first: the first click works offline on a CPU
-    EMBEDDED: ("assets/tiny-code/target", "assets/tiny-code/drafter"),
-    BYTES: ("assets/tiny-code/target", "assets/tiny-code/drafter-bytes"),
-    "gemma-2-9b-it ← vicuna-68m (paper, text)": ("google/gemma-2-9b-it", "double7/vicuna-68m"),
-    "CodeLlama-13b-Instruct ← tiny_starcoder_py (paper, code)": ("codellama/CodeLlama-13b-Instruct-hf",
-                                                                 "bigcode/tiny_starcoder_py"),
-    "phi-4 ← Qwen2.5-0.5B-Instruct (paper)": ("microsoft/phi-4", "Qwen/Qwen2.5-0.5B-Instruct"),
-    "DeepSeek-R1-Distill-Qwen-14B ← vicuna-68m (paper, reasoning)": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
-                                                                     "double7/vicuna-68m"),
-    "gemma-2-9b-it ← gemma-2-2b-it (same-vocabulary control)": ("google/gemma-2-9b-it", "google/gemma-2-2b-it"),
-    "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)": ("meta-llama/Llama-3.1-8B-Instruct",
-                                                                    "Qwen/Qwen2.5-0.5B-Instruct"),
-    "Qwen2.5-1.5B-Instruct ← SmolLM2-135M-Instruct (CPU classroom)": ("Qwen/Qwen2.5-1.5B-Instruct",
-                                                                      "HuggingFaceTB/SmolLM2-135M-Instruct"),
-    "Custom (type Hub ids or local directories)": ("", ""),
-}
-ORDER = ["ar", "sd", "slem", "tli", "slrs"]
-ALGOS = [a for a in ORDER if a in ALGORITHMS] + [a for a in ALGORITHMS if a not in ORDER]
-EXPLAIN = {
-    "ar": "**AR** — plain autoregressive decoding: one target forward per token. The baseline every speedup is "
-          "measured against, timed by the same loop.",
-    "sd": "**SD** — standard speculative decoding (Leviathan et al. 2023): the drafter proposes k tokens, the target "
-          "checks them in one forward and accepts each with probability min(1, p/q); a rejection is replaced by a "
-          "sample from the residual max(0, p − q). Needs a **shared vocabulary**.",
-    "slem": f"**SLEM** — string-level exact match ([paper]({PAPER}), Alg. 2): the drafter's tokens are turned into "
-            "text, the text is re-tokenized by the target's tokenizer (with a look-behind window), and the target "
-            "keeps each proposed token only if its own sample equals it. Works for any pair of tokenizers; lossless "
-            "because every emitted token is the target's own sample. Accepts less than rejection sampling when "
-            "sampling.",
-    "tli": f"**TLI** — token-level intersection ([paper]({PAPER}), Alg. 4): the drafter may only draft tokens whose "
-           "bytes the target also has (q′ = q restricted to the intersection, renormalised); then standard "
-           "rejection sampling with q′. Beats SLEM when sampling if the drafter puts most of its mass on shared "
-           "tokens; collapses when the intersection is small.",
-    "slrs": f"**SLRS** — string-level rejection sampling ([paper]({PAPER}), Alg. 3): rejection sampling on the "
-            "target token, where the proposal probability ψ(t) sums every drafter path that spells t. Accepts the "
-            "most when sampling, but computing ψ costs many drafter forwards; this app shows that cost.",
-}
+PAIRS = GALLERY
+EMBEDDED, BYTES = list(GALLERY)[:2]
+ALGOS = list(hsd.ALGORITHMS)  # the registry's order: ar, sd, slem, tli, slrs
 COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / ψ: the proposal's probability "
                 "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
+#: each handler's output components, by name, in the order build() wires them
+RUN_OUT = ("status", "output", "round", "round_view", "rounds_plot", "state")
+COMPARE_OUT = ("status", "badge", "speedup", "tokens_time", "histogram", "positions", "time_split", "table", "csv")
+CHECK_OUT = ("report", "availability", "algorithm")
 
 
-# ----------------------------------------------------------------------------- loading, locks, GPU
+def _outputs(names: tuple[str, ...], **values) -> tuple:
+    """A handler's update, given by component name; components not named are left as they are."""
+    return tuple(values[n] if n in values else gr.update() for n in names)
+
 
 def _gpu(duration):
     """``@spaces.GPU(duration=...)`` on ZeroGPU, nothing elsewhere."""
@@ -92,8 +61,6 @@ def _gpu(duration):
 
 _LOAD_LOCK = threading.Lock()
 _DEVICE_LOCKS: dict[str, threading.Lock] = {}
-_PAIRS: dict[tuple, hsd.Pair] = {}
-_LOADED: set[tuple] = set()  # (name, device, dtype) loaded once: no Hub lookup, no memory check again
 
 
 @contextmanager
@@ -109,101 +76,17 @@ def _device_lock(device: str):
         lock.release()
 
 
-def _resolve(name: str) -> str:
-    """Relative paths (the embedded pair) are relative to this file; anything else is a Hub id or a path."""
-    name = (name or "").strip()
-    if name and not name.startswith("/") and (ROOT / name).is_dir():
-        return str(ROOT / name)
-    if name and not Path(name).expanduser().is_dir() and not HUB_ID.match(name):
-        hint = (" The embedded pair is made by scripts/train_pair.py (see docs/embedded-pair.md)."
-                if "tiny-code" in name else "")
-        raise hsd.ModelNotFoundError(f"{name!r} is neither a local model directory nor a Hub id (owner/name).{hint}")
-    return name
-
-
-def _device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"{device.type.upper()} ({torch.get_num_threads()} threads)"
-
-
-def _available_bytes(device: torch.device) -> int | None:
-    try:
-        if device.type == "cuda":
-            return torch.cuda.mem_get_info(device)[0]
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, RuntimeError):  # RuntimeError: CUDA not usable here (ZeroGPU outside a GPU call)
-        pass
-    return None
-
-
-def _hub_params(name: str) -> tuple[int | None, str]:
-    """Parameter count from the Hub's safetensors metadata, and a note; never raises."""
-    if Path(name).is_dir():
-        size = sum(p.stat().st_size for p in Path(name).glob("*.safetensors"))
-        return None, f"local directory, {size / 1e6:.1f} MB of weights"
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
-        return None, "Hub offline (HF_HUB_OFFLINE): will use the local Hugging Face cache"
-    try:
-        from huggingface_hub import model_info
-
-        info = model_info(name, timeout=6)
-    except Exception as exc:  # unreachable Hub, unknown id, gated metadata...
-        kind = type(exc).__name__
-        if "RepositoryNotFound" in kind:
-            return None, "not found on the Hub"
-        return None, f"Hub not reachable ({kind}): will try the local Hugging Face cache"
-    params = getattr(getattr(info, "safetensors", None), "total", None)
-    gated = " · gated: needs an accepted licence and HF_TOKEN" if getattr(info, "gated", False) else ""
-    return params, (f"{params / 1e9:.2f} B parameters" if params else "parameter count unknown") + gated
-
-
 def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "auto") -> str:
-    """What will be loaded (from the Hub's metadata when reachable), as Markdown; refuses what cannot fit."""
-    dev = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, dev)
-    width = torch.finfo(torch_dtype).bits // 8
-    lines, total = [], 0
-    for role, name in (("target", target), ("drafter", drafter)):
-        if not name:
-            continue
-        if (name, str(dev), str(torch_dtype)) in _LOADED:
-            lines.append(f"- **{role}** `{name}`: already loaded")
-            continue
-        params, note = _hub_params(name)
-        if params:
-            total += params * width
-            note += f", ≈{params * width / 1e9:.1f} GB in {str(torch_dtype).replace('torch.', '')}"
-        lines.append(f"- **{role}** `{name}`: {note}")
-    free = _available_bytes(dev)
-    if free and total > 0.9 * free:
-        raise hsd.ResourceLimitError(
-            f"These models need about {total / 1e9:.1f} GB but {dev.type} has {free / 1e9:.1f} GB free: choose a "
-            "smaller pair, dtype bfloat16, or a machine with more memory.")
-    return "\n".join(lines + [f"- device: {_device_name(dev)}"])
+    return planning.plan_load(planning.resolve_name(target), planning.resolve_name(drafter), device, dtype)
 
 
 def get_pair(target: str, drafter: str, device: str, dtype: str) -> hsd.Pair:
-    """``hsd.load_pair`` (LRU-cached models), keeping one Pair per model pair so its vocabulary tables are reused."""
-    target, drafter = _resolve(target), _resolve(drafter)
+    """``hsd.load_pair`` (its cache keeps one Pair per loaded models) for the names typed in the form."""
+    target, drafter = planning.resolve_name(target), planning.resolve_name(drafter)
     if not target:
         raise hsd.ModelNotFoundError("No target model: choose a preset or type a Hub id or a local directory.")
     with _LOAD_LOCK:
-        pair = hsd.load_pair(target, drafter or None, device=device, dtype=dtype)
-        dev = resolve_device(device)
-        for model, name in ((pair.target, target), (pair.drafter, drafter)):
-            if model is not None:
-                _LOADED.add((name, str(dev), str(resolve_dtype(dtype, dev))))
-        key = (id(pair.target), id(pair.drafter))
-        old = _PAIRS.get(key)
-        if old is not None and old.target is pair.target and old.drafter is pair.drafter:
-            return old
-        _PAIRS[key] = pair
-        while len(_PAIRS) > 8:
-            _PAIRS.pop(next(iter(_PAIRS)))
-        return pair
+        return hsd.load_pair(target, drafter or None, device=device, dtype=dtype)
 
 
 def _error(exc: BaseException) -> str:
@@ -212,49 +95,6 @@ def _error(exc: BaseException) -> str:
     log.exception("unexpected error in a handler")
     return (f"⚠️ **Unexpected error** ({type(exc).__name__}): {str(exc)[:500]}. The app is still running: change "
             "the settings and try again.")
-
-
-def _check_prompt(prompt: str) -> None:
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise hsd.PromptError("The prompt is empty: type some text for the model to continue.")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise hsd.PromptError(f"The prompt is {len(prompt):,} characters; this app accepts at most "
-                              f"{MAX_PROMPT_CHARS:,}. Shorten it.")
-
-
-def _number(name: str, value, kind):
-    """A form number as int/float; an empty or non-numeric box is a readable error, not a TypeError."""
-    if isinstance(value, bool):  # float(True) is 1.0: a checkbox wired to a number box is a bug, not a value
-        raise hsd.InvalidSettingError(f"{name} must be a number, got {value!r}.")
-    try:
-        number = kind(value)
-    except (TypeError, ValueError, OverflowError):
-        raise hsd.InvalidSettingError(f"{name} must be a number, got {value!r}.") from None
-    if kind is int and isinstance(value, float) and not value.is_integer():
-        raise hsd.InvalidSettingError(f"{name} must be a whole number, got {value!r}.")
-    return number
-
-
-def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt) -> dict:
-    _check_prompt(prompt)
-    kw = dict(temperature=_number("temperature", temperature, float), top_k=_number("top-k", top_k, int),
-              top_p=_number("top-p", top_p, float), lookahead=_number("lookahead", lookahead, int),
-              max_new_tokens=_number("max new tokens", max_new_tokens, int), seed=_number("seed", seed, int))
-    if not 1 <= kw["max_new_tokens"] <= MAX_NEW_TOKENS:
-        raise hsd.InvalidSettingError(f"max new tokens must be in 1..{MAX_NEW_TOKENS} in this app.")
-    if mode == "chat":
-        kw["messages"] = [{"role": "user", "content": prompt}]
-    else:
-        kw["prompt"] = prompt
-    return kw
-
-
-def _interesting_round(rounds) -> int:
-    """A round worth showing first: some drafts accepted and one rejected; else the first with a draft."""
-    for r in rounds:
-        if r.n_accepted and any(p.outcome == "rejected" for p in r.positions):
-            return r.index
-    return next((r.index for r in rounds if r.proposed), 0)
 
 
 def _view(state: dict | None, index) -> str:
@@ -274,14 +114,8 @@ def _state(pair: hsd.Pair, result: hsd.Result, prompt: str | None) -> dict:
 
 
 def _availability(pair: hsd.Pair) -> str:
-    lines = []
-    for name in ALGOS:
-        try:
-            hsd.check_algorithm(pair, name)
-            lines.append(f"- ✅ **{name}**")
-        except hsd.HsdError as exc:
-            lines.append(f"- ⛔ **{name}**: {exc}")
-    return "\n".join(lines)
+    return "\n".join(f"- ✅ **{name}**" if why is None else f"- ⛔ **{name}**: {why}"
+                     for name, why in hsd.availability(pair).items())
 
 
 # ----------------------------------------------------------------------------- handlers
@@ -294,17 +128,16 @@ def _run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p,
 def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
         mode="raw", device="auto", dtype="auto", show_rejected=True, progress=gr.Progress(track_tqdm=True)):
     """Stream one generation round by round: status, coloured output, round slider, round view, plot, state."""
-    none = gr.update()
     try:
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
-        yield "⏳ Checking the models…", none, none, none, none, None
+        kw = forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
+        yield _outputs(RUN_OUT, status="⏳ Checking the models…", state=None)
         drafter = drafter if algorithm != "ar" else ""  # AR needs no drafter: don't load one
-        plan = plan_load(_resolve(target), _resolve(drafter), device, dtype)
-        yield f"⏳ Loading (first time only)…\n{plan}", none, none, none, none, None
+        plan = plan_load(target, drafter, device, dtype)
+        yield _outputs(RUN_OUT, status=f"⏳ Loading (first time only)…\n{plan}", state=None)
         pair = get_pair(target, drafter, device, dtype)
         hsd.check_algorithm(pair, algorithm)
-        dev = pair.target.device
-        with _device_lock(str(dev)):
+        special = pair.target.vocab.special_text
+        with _device_lock(str(pair.target.device)):
             rounds, last, result = [], 0.0, None
             for item in hsd.stream(pair, algorithm=algorithm, **kw):
                 if isinstance(item, hsd.Result):
@@ -315,21 +148,19 @@ def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead
                     last = time.perf_counter()
                     n = sum(len(r.emitted) for r in rounds)
                     html = viz.output_html(rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
-                                           special_text=pair.target.vocab.special_text)
-                    yield f"▶️ {algorithm}: round {len(rounds)}, {n} tokens…", html, none, none, none, None
-        m = result.metrics
-        status = (f"✅ **{algorithm}**: {m['new_tokens']} tokens in {m['rounds']} rounds, "
-                  f"{m['tokens_per_s'] or 0:.1f} tokens/s, τ = {m['mean_accepted_length']:.2f}"
-                  + (f", acceptance {m['acceptance_rate']:.0%}" if m["acceptance_rate"] is not None else "")
-                  + f" · stopped by {result.stop_reason} · {_device_name(dev)}, {result.settings['dtype']}")
+                                           special_text=special)
+                    yield _outputs(RUN_OUT, status=f"▶️ {algorithm}: round {len(rounds)}, {n} tokens…", output=html,
+                                   state=None)
+        status = "✅ " + viz.run_summary(result, device_name(pair.target.device))
         state = _state(pair, result, kw.get("prompt"))
-        first = _interesting_round(result.rounds)
-        yield (status, viz.output_html(result.rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
-                                       special_text=pair.target.vocab.special_text),
-               gr.update(maximum=max(0, len(result.rounds) - 1), value=first), _view(state, first),
-               viz.rounds_figure(result.rounds, f"{algorithm}: time and tokens per round"), state)
+        first = viz.interesting_round(result.rounds)
+        yield _outputs(RUN_OUT, status=status, state=state, round_view=_view(state, first),
+                       output=viz.output_html(result.rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
+                                              special_text=special),
+                       round=gr.update(maximum=max(0, len(result.rounds) - 1), value=first),
+                       rounds_plot=figures.rounds_figure(result.rounds, f"{algorithm}: time and tokens per round"))
     except Exception as exc:  # every failure ends as a message to this user; the app stays up
-        yield _error(exc), none, none, none, none, None
+        yield _outputs(RUN_OUT, status=_error(exc), state=None)
 
 
 def show_round(state, index):
@@ -345,7 +176,7 @@ def step_round(state, index, delta):
     if not state:
         return 0
     try:
-        index, delta = _number("round", index or 0, int), _number("step", delta, int)
+        index, delta = forms.number("round", index or 0, int), forms.number("step", delta, int)
         return max(0, min(index + delta, len(state["result"].rounds) - 1))
     except (hsd.HsdError, KeyError, TypeError, AttributeError) as exc:
         gr.Warning(f"Cannot step to another round: {exc if isinstance(exc, hsd.HsdError) else 'no run to step through'}.")
@@ -365,59 +196,41 @@ def rerender(state, show_rejected):
 
 
 def _compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, *a, **k):
-    return int(min(600, 40 + 0.15 * int(max_new_tokens) * len(ALGOS)))
+    return int(min(600, 40 + 0.15 * int(max_new_tokens) * len(hsd.ALGORITHMS)))
 
 
 @_gpu(_compare_duration)
 def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
             device="auto", dtype="auto", progress=gr.Progress(track_tqdm=True)):
     """AR and every applicable algorithm, same prompt, settings and seed, after a warm-up; then the figures."""
-    empty = (gr.update(),) * 8
     try:
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
-        yield ("⏳ Checking the models…",) + empty
-        plan = plan_load(_resolve(target), _resolve(drafter), device, dtype)
-        yield (f"⏳ Loading (first time only)…\n{plan}",) + empty
+        kw = forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
+        yield _outputs(COMPARE_OUT, status="⏳ Checking the models…")
+        plan = plan_load(target, drafter, device, dtype)
+        yield _outputs(COMPARE_OUT, status=f"⏳ Loading (first time only)…\n{plan}")
         pair = get_pair(target, drafter, device, dtype)
-        names = ["ar"] + [a for a in ALGOS if a != "ar" and pair.drafter is not None and _applies(pair, a)]
-        dev = pair.target.device
-        results = {}
-        with _device_lock(str(dev)):
-            yield (f"⏳ Warming up {', '.join(names)}…",) + empty
-            failed = {}
-            for name in names:
-                try:
-                    hsd.generate(pair, algorithm=name, **{**kw, "max_new_tokens": min(8, kw["max_new_tokens"])})
-                except hsd.ResourceLimitError as exc:  # e.g. SLRS's path limit: report it, compare the rest
-                    failed[name] = str(exc)
-            names = [n for n in names if n not in failed]
-            for i, name in enumerate(names):
-                yield (f"▶️ Running {name} ({i + 1}/{len(names)})…",) + empty
-                try:
-                    results[name] = hsd.generate(pair, algorithm=name, **kw)
-                except hsd.ResourceLimitError as exc:
-                    failed[name] = str(exc)
-        device_name = f"{_device_name(dev)}, {results['ar'].settings['dtype']}"
+        names = hsd.usable_algorithms(pair)
+        with _device_lock(str(pair.target.device)):
+            for progress in run_each(pair, names, **kw):
+                if isinstance(progress, str):
+                    yield _outputs(COMPARE_OUT, status=progress)
+        results, failed = progress
+        device = f"{device_name(pair.target.device)}, {results['ar'].settings['dtype']}"
         table = viz.summary_table(results)
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-compare.csv"
         table.to_csv(csv, index=False)
-        skipped = [a for a in ALGOS if a not in names and a not in failed]
-        status = (f"✅ Compared {', '.join(results)} on {device_name}, temperature {kw['temperature']}, seed "
+        skipped = [a for a in hsd.ALGORITHMS if a not in results and a not in failed]
+        status = (f"✅ Compared {', '.join(results)} on {device}, temperature {kw['temperature']}, seed "
                   f"{kw['seed']}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
                   + "".join(f"\n\n⚠️ {name} stopped: {msg}" for name, msg in failed.items()))
-        yield (status, viz.lossless_badge(results), viz.speedup_figure(results, device_name),
-               viz.tokens_time_figure(results), viz.acceptance_histogram_figure(results),
-               viz.position_acceptance_figure(results), viz.time_split_figure(results), table, str(csv))
+        yield _outputs(COMPARE_OUT, status=status, badge=viz.lossless_badge(results),
+                       speedup=figures.speedup_figure(results, device),
+                       tokens_time=figures.tokens_time_figure(results),
+                       histogram=figures.acceptance_histogram_figure(results),
+                       positions=figures.position_acceptance_figure(results),
+                       time_split=figures.time_split_figure(results), table=table, csv=str(csv))
     except Exception as exc:
-        yield (_error(exc),) + empty
-
-
-def _applies(pair: hsd.Pair, name: str) -> bool:
-    try:
-        hsd.check_algorithm(pair, name)
-        return True
-    except hsd.HsdError:
-        return False
+        yield _outputs(COMPARE_OUT, status=_error(exc))
 
 
 def check_pair(target, drafter, device="auto", dtype="auto", algorithm=None):
@@ -426,18 +239,18 @@ def check_pair(target, drafter, device="auto", dtype="auto", algorithm=None):
     Also returns the algorithm choices narrowed to those that apply (the others are listed with the reason).
     """
     try:
-        plan = plan_load(_resolve(target), _resolve(drafter), device, dtype)
+        plan = plan_load(target, drafter, device, dtype)
         pair = get_pair(target, drafter, device, dtype)
-        usable = [a for a in ALGOS if _applies(pair, a)]
+        usable = hsd.usable_algorithms(pair)
         choices = gr.update(choices=usable, value=algorithm if algorithm in usable else _default_algorithm(usable))
         if pair.drafter is None:
-            return f"{plan}\n\nNo drafter: only **ar** runs.", "- ✅ **ar**", choices
+            return _outputs(CHECK_OUT, report=f"{plan}\n\nNo drafter: only **ar** runs.", availability="- ✅ **ar**",
+                            algorithm=choices)
         report = compatibility_report(pair)
-        return (f"{plan}\n\n```text\n{format_report(report)}\n```\n\n{_explain_report(report)}",
-                _availability(pair), choices)
+        return _outputs(CHECK_OUT, report=f"{plan}\n\n```text\n{format_report(report)}\n```\n\n{explain(report)}",
+                        availability=_availability(pair), algorithm=choices)
     except Exception as exc:
-        message = _error(exc)
-        return message, message, gr.update()
+        return _outputs(CHECK_OUT, report=_error(exc), availability=_error(exc))
 
 
 @_gpu(120)
@@ -447,8 +260,8 @@ def advise_pair(target, drafter, prompt, temperature, device="auto", dtype="auto
     from hsd.advise import advise, format_advice
 
     try:
-        _check_prompt(prompt)
-        temperature = _number("temperature", temperature, float)
+        forms.check_prompt(prompt)
+        temperature = forms.number("temperature", temperature, float)
         pair = get_pair(target, drafter, device, dtype)
         if pair.drafter is None:
             return "No drafter: only **ar** runs, there is nothing to advise."
@@ -465,28 +278,6 @@ def _default_algorithm(choices: list[str]) -> str:
     return next((a for a in ("slem", "sd", "ar") if a in choices), choices[0])
 
 
-def _explain_report(r: dict) -> str:
-    share = r["intersection_share_of_drafter"]
-    lines = ["**What this means**"]
-    if r["shared"]:
-        lines.append("- The tokenizers are the same (same bytes, same ids): standard **SD** applies, and SLEM/TLI "
-                     "reduce to it.")
-    else:
-        lines.append("- The vocabularies differ, so standard SD cannot run. **SLEM** always works: it converts the "
-                     "draft through text.")
-    lines.append(f"- **TLI** drafts only from the {r['intersection']:,} shared byte strings ({share:.0%} of the "
-                 "drafter's ordinary tokens). The more of the drafter's probability mass falls there, the better "
-                 "TLI does; near 0% it collapses.")
-    rt = min(r["target"]["roundtrip_rate"], r["drafter"]["roundtrip_rate"])
-    lines.append(f"- Round-trip `decode(encode(s)) == s` holds for {rt:.0%} of the samples on the worse side. Below "
-                 "100%, the tokenizer is not injective: SLEM re-tokenizes with a look-behind window so the proposal "
-                 "continues the emitted tokens, and the round view lists those re-tokenization events.")
-    if "slrs" in ALGORITHMS:
-        lines.append("- **SLRS** sums the drafter's paths to every target token: its cost grows with how many drafter "
-                     "tokens a target token spans, so long target tokens over a short-token drafter are expensive.")
-    return "\n".join(lines)
-
-
 def preset_changed(label):
     target, drafter = PAIRS.get(label, ("", ""))
     return target, drafter
@@ -496,8 +287,8 @@ def describe(target, drafter, device="auto", dtype="auto"):
     """What a pair would load (Hub metadata when reachable), before anything is downloaded; every algorithm
     is offered again until **Check pair** narrows the choice."""
     try:
-        text = (plan_load(_resolve(target), _resolve(drafter), device, dtype)
-                + "\n\nPress **Check pair** to load it and see which algorithms apply.")
+        text = plan_load(target, drafter, device, dtype) + "\n\nPress **Check pair** to load it and see which " \
+            "algorithms apply."
     except Exception as exc:
         text = _error(exc)
     return text, gr.update(choices=ALGOS)
@@ -570,7 +361,7 @@ def build() -> gr.Blocks:
                         advise_btn = gr.Button("Advise: predict the best algorithm and lookahead", size="sm")
                         advice = gr.Markdown()
                     with gr.Tab("Algorithms"):
-                        gr.Markdown("\n\n".join(EXPLAIN[a] for a in ALGOS if a in EXPLAIN)
+                        gr.Markdown("\n\n".join(hsd.ALGORITHMS[a].about for a in ALGOS if hsd.ALGORITHMS[a].about)
                                     + "\n\nAll are lossless: at temperature 0 the output equals AR's token for "
                                       "token (the Compare tab checks it); when sampling, the output has exactly the "
                                       "target's distribution.")

@@ -19,9 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from hsd.advise import advise, format_advice  # noqa: E402
-from hsd.bench import BenchConfig, load_prompts, machine_info, machine_line, run_bench  # noqa: E402
+from hsd.bench import BenchConfig, load_prompts, run_bench  # noqa: E402
 from hsd.benchout import markdown_table, write_csv  # noqa: E402
 from hsd.loading import load_pair  # noqa: E402
+from hsd.machine import machine_info, machine_line  # noqa: E402
 
 
 def main(argv=None) -> None:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import hsd  # noqa: E402
-from hsd.bench import machine_info, machine_line  # noqa: E402
+from hsd.machine import machine_info, machine_line  # noqa: E402
 
 PROMPTS = [
     "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",

@@ -8,8 +8,11 @@
 
 from .errors import (GatedModelError, HsdError, IncompatiblePairError, InvalidSettingError, ModelNotFoundError,
                      NotCausalLMError, PromptError, RemoteCodeError, ResourceLimitError, TokenizerMissingError)
+from .algorithms import ALGORITHMS, availability, register, unregister, usable_algorithms
+from .algorithms.contract import Algorithm
 from .generate import check_algorithm, generate, stream
 from .loading import PRESETS, Model, Pair, clear_cache, is_loaded, load_model, load_pair
+from .metrics import Counts, Metrics
 from .trace import Emitted, Position, Result, Round, Span
 from .vocab import PairVocab, Vocab
 
@@ -17,6 +20,7 @@ __all__ = [
     "GatedModelError", "HsdError", "IncompatiblePairError", "InvalidSettingError", "ModelNotFoundError",
     "NotCausalLMError", "PromptError", "RemoteCodeError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
     "stream", "PRESETS", "Model", "Pair", "clear_cache", "is_loaded", "load_model", "load_pair", "Emitted", "Position", "Result",
-    "Round", "Span", "PairVocab", "Vocab",
+    "Round", "Span", "PairVocab", "Vocab", "ALGORITHMS", "Algorithm", "availability", "register", "unregister",
+    "usable_algorithms", "Counts", "Metrics",
 ]
 __version__ = "0.1.0"

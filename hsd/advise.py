@@ -7,7 +7,8 @@ the lookahead (a long draft skips easy stretches of text in one round, so more o
 positions), and acceptance measured at a very different lookahead under-predicts.
 
 * **Acceptance.** ``α_i`` = P(draft position i accepted | position i reached), pooled over calibration
-  rounds (positions with fewer than 10 rounds reuse the previous position's value). With ``m`` proposals
+  rounds (positions with fewer than 10 rounds reuse the previous position's value;
+  :func:`hsd.metrics.conditional_acceptance`). With ``m`` proposals
   per round the expected tokens per round are ``τ(m) = 1 + Σ_{j=1..m} Π_{i≤j} α_i`` (the 1 is the bonus or
   correction token). SLEM proposes target tokens, ``r`` per drafter token on average (measured), so a
   lookahead of ``k`` drafter tokens gives ``m = round(r·k)`` proposals; for SD and TLI ``r = 1``.
@@ -24,36 +25,16 @@ from __future__ import annotations
 
 import statistics
 
+from .algorithms import ALGORITHMS, availability
 from .costs import Costs, measure_costs
-from .errors import HsdError
-from .generate import check_algorithm, encode_prompt, generate
+from .generate import encode_prompt, generate
 from .loading import Pair
+from .machine import machine_info, machine_line
+from .metrics import conditional_acceptance, expected_tokens, round_counts
 
 LOOKAHEADS = range(1, 13)
 CALIBRATION_LOOKAHEADS = (2, 5, 12)
 MIN_ROUNDS = 10
-
-
-def _alphas(rounds, depth: int) -> list[float]:
-    """Conditional acceptance: among rounds that proposed position i and accepted every position before
-    it, the share that accepted position i too."""
-    out: list[float] = []
-    for i in range(depth):
-        reached = [r for r in rounds if r.n_proposed > i and r.n_accepted >= i]
-        if len(reached) >= MIN_ROUNDS:
-            out.append(sum(r.n_accepted > i for r in reached) / len(reached))
-        else:
-            out.append(out[-1] if out else 0.0)
-    return out
-
-
-def expected_tokens(alphas: list[float], m: int) -> float:
-    """τ(m) = 1 + Σ_j Π_{i≤j} α_i, with α beyond the calibrated depth equal to the last one."""
-    tau, survive = 1.0, 1.0
-    for j in range(m):
-        survive *= alphas[min(j, len(alphas) - 1)] if alphas else 0.0
-        tau += survive
-    return tau
 
 
 def _calibrate(pair: Pair, prompts, algorithm: str, temperature: float, max_new_tokens: int, seed: int,
@@ -63,7 +44,7 @@ def _calibrate(pair: Pair, prompts, algorithm: str, temperature: float, max_new_
         res = generate(pair, prompt, algorithm=algorithm, max_new_tokens=max_new_tokens, temperature=temperature,
                        lookahead=lookahead, seed=seed + i)
         rounds += res.rounds[1:]  # the first round carries the prefill's warm-up effects
-    if algorithm == "ar":
+    if not ALGORITHMS[algorithm].needs_drafter:  # the baseline: only the overhead per round
         o_ar = statistics.mean(r.seconds for r in rounds) - costs.verify_cost(1)
         return {"rounds": len(rounds), "o_round_ms": max(o_ar, 0.0) * 1e3}
     drafted = sum(len(r.drafted) for r in rounds)
@@ -71,7 +52,9 @@ def _calibrate(pair: Pair, prompts, algorithm: str, temperature: float, max_new_
     o_draft = (sum(r.t_draft for r in rounds) - sum(r.drafter_forwards for r in rounds) * costs.draft) / max(drafted, 1)
     o_round = statistics.mean(r.seconds - r.t_draft - costs.verify_cost(r.n_proposed + 1) for r in rounds)
     emitted = sum(len(r.emitted) for r in rounds)
-    return {"rounds": len(rounds), "alpha": [round(a, 4) for a in _alphas(rounds, 2 * lookahead)],
+    alphas = conditional_acceptance(round_counts(rounds, ALGORITHMS[algorithm].ideal_drafted), 2 * lookahead,
+                                    MIN_ROUNDS)
+    return {"rounds": len(rounds), "alpha": [round(a, 4) for a in alphas],
             "target_per_draft": proposed / drafted if drafted else 1.0, "tau": emitted / len(rounds),
             "o_draft_ms": max(o_draft, 0.0) * 1e3, "o_round_ms": max(o_round, 0.0) * 1e3}
 
@@ -87,16 +70,10 @@ def predict(cal: dict, costs: Costs, k: int) -> tuple[float, float]:
 def advise(pair: Pair, prompts: list[str], *, temperature: float = 0.0, algorithms: list[str] | None = None,
            max_new_tokens: int = 128, seed: int = 0, log=print) -> dict:
     """Calibrate, predict every (algorithm, lookahead 1..12) and recommend one; returns the advice as data."""
-    from .bench import machine_info
-
-    candidates = algorithms or (["sd"] if pair.drafter is not None and pair.vocab.shared else []) + ["slem", "tli"]
-    usable, skipped = [], {}
-    for a in candidates:
-        try:
-            check_algorithm(pair, a)
-            usable.append(a)
-        except HsdError as exc:
-            skipped[a] = str(exc)
+    why = availability(pair)
+    candidates = algorithms or [a for a, spec in ALGORITHMS.items() if spec.needs_drafter and spec.advised]
+    usable = [a for a in candidates if why[a] is None]
+    skipped = {a: why[a] for a in candidates if why[a] is not None}
     ids = [encode_prompt(pair.target, p, None)[0] for p in prompts]
     context = int(statistics.mean(len(i) for i in ids) + max_new_tokens / 2)
     costs = measure_costs(pair, context, 2 * max(CALIBRATION_LOOKAHEADS) + 2, 15, ids[0])[0]
@@ -133,8 +110,6 @@ def advise(pair: Pair, prompts: list[str], *, temperature: float = 0.0, algorith
 
 
 def format_advice(advice: dict) -> str:
-    from .bench import machine_line
-
     lines = [f"machine: {machine_line(advice['machine'])}",
              f"temperature {advice['temperature']:g}; AR predicted {advice['ar_tokens_per_s']:.1f} tokens/s; "
              f"drafter step {advice['costs']['draft_ms']:.3f} ms, target forward of 1 / 6 / 13 tokens "

@@ -7,27 +7,27 @@ tokens/s; speedup = tokens/s ÷ tokens/s of hsd's AR at the same temperature in 
 runs ``repeats`` times (rows interleaved, so machine load drifts over all rows alike) after ``warmups``
 untimed calls per row; per prompt the median TTFT and TPOT count. τ (tokens per target forward),
 acceptance and per-position acceptance are pooled over all rounds of a row. The limit and efficiency
-columns are defined in :mod:`hsd.costs`; the peer rows (``hf-*``) in :mod:`hsd.peer`. "Outside fw" is
-hsd's own in-loop measure: the share of round time not spent inside model forwards (its trace's
-``overhead_share``, median over prompts), which machine load affects far less than the limit does.
+columns are defined in :mod:`hsd.costs`; the peer rows (``hf-*``) in :mod:`hsd.peer`. "Outside forwards" is
+hsd's own in-loop measure: the share of round time not spent inside model forwards (its metrics'
+``outside_forwards``, median over prompts), which machine load affects far less than the limit does. Every
+number per run comes from :func:`hsd.metrics.summarize`, for hsd's rows and the peer's alike.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
-
-from .costs import Costs, ideal_call_seconds, ideal_decode_seconds, measure_costs, round_counts
-from .errors import HsdError, InvalidSettingError
+from .algorithms import ALGORITHMS
+from .costs import Costs, ideal_call_seconds, ideal_decode_seconds, measure_costs
+from .errors import HsdError, InvalidSettingError, ResourceLimitError
 from .generate import encode_prompt, generate
 from .loading import ASSETS, Pair
+from .machine import machine_info, machine_line  # noqa: F401  (re-exported: benchmarks/ import them here)
+from .metrics import per_position_acceptance, round_counts
 from .peer import PEER_OF, Peer, PeerUnavailable
 
 PROMPT_SETS = ASSETS / "prompts"
@@ -49,40 +49,6 @@ class BenchConfig:
     cost_repeats: int = 15
 
 
-def machine_info(pair: Pair | None = None) -> dict:
-    """The machine, in every output: CPU model or GPU name, threads, library versions."""
-    import transformers
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    device = pair.target.device if pair is not None else torch.device("cpu")
-    info = {"cpu": cpu, "cpu_cores": os.cpu_count(), "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version(), "device": str(device)}
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-    if pair is not None:
-        info["dtype"] = str(pair.target.dtype).replace("torch.", "")
-        try:
-            info["load_average"] = os.getloadavg()[0]
-        except OSError:
-            pass
-    return info
-
-
-def machine_line(info: dict) -> str:
-    dev = info.get("gpu") or f"{info['cpu']} ({info['cpu_cores']} cores)"
-    load = f", load average {info['load_average']:.1f}" if "load_average" in info else ""
-    return (f"{dev}, device {info['device']} {info.get('dtype', '')}, {info['threads']} torch threads, "
-            f"torch {info['torch']}, transformers {info['transformers']}, python {info['python']}{load}")
-
-
 def load_prompts(spec: str, n: int | None = None) -> list[str]:
     """A prompt-set name in ``assets/prompts`` (``code``, ``summarize``, ``long``) or a file: ``.jsonl``
     with a ``prompt`` field per line, or any other text file as a single prompt."""
@@ -97,6 +63,28 @@ def load_prompts(spec: str, n: int | None = None) -> list[str]:
     else:
         prompts = [path.read_text(encoding="utf-8")]
     return prompts[:n] if n else prompts
+
+
+def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, **settings):
+    """Each algorithm once on the same prompt, settings and seed, after a short warm-up of each (the app's
+    Compare). Yields progress lines, then ``(results, failed)``: the :class:`~hsd.trace.Result` of each that
+    ran, and the message of each that hit a resource limit (e.g. SLRS's path limit)."""
+    results, failed = {}, {}
+    yield f"⏳ Warming up {', '.join(algorithms)}…"
+    for name in algorithms:
+        try:
+            generate(pair, algorithm=name, **{**settings, "max_new_tokens": min(warmup_tokens,
+                                                                              settings["max_new_tokens"])})
+        except ResourceLimitError as exc:
+            failed[name] = str(exc)
+    todo = [n for n in algorithms if n not in failed]
+    for i, name in enumerate(todo):
+        yield f"▶️ Running {name} ({i + 1}/{len(todo)})…"
+        try:
+            results[name] = generate(pair, algorithm=name, **settings)
+        except ResourceLimitError as exc:
+            failed[name] = str(exc)
+    yield results, failed
 
 
 def row_labels(algorithms: list[str], temperature: float, peer: bool) -> list[str]:
@@ -118,8 +106,8 @@ def _run_once(pair: Pair, peer: Peer | None, label: str, prompt: str, prompt_ids
                 "cpu_s": time.thread_time() - start_cpu}
     res = generate(pair, prompt, algorithm=label, max_new_tokens=n, temperature=temperature,
                    lookahead=cfg.lookahead, seed=seed)
-    return {"metrics": res.metrics, "rounds": round_counts(res, label), "token_ids": res.token_ids,
-            "cpu_s": time.thread_time() - start_cpu, "outside_forwards": res.metrics.get("overhead_share")}
+    return {"metrics": res.metrics, "rounds": round_counts(res.rounds, ALGORITHMS[label].ideal_drafted),
+            "token_ids": res.token_ids, "cpu_s": time.thread_time() - start_cpu}
 
 
 def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> dict:
@@ -186,18 +174,18 @@ def _per_prompt(runs: dict, costs: Costs, cpu_costs: Costs) -> list[dict]:
     out = []
     for (t, label, i), reps in runs.items():
         m = reps[0]["metrics"]
-        n = m["new_tokens"]
+        n = m.new_tokens
         ideal = ideal_decode_seconds(reps[0]["rounds"], costs) / (n - 1) if n > 1 else None
-        tpot = statistics.median(r["metrics"]["tpot_s"] or float("nan") for r in reps)
+        tpot = statistics.median(r["metrics"].tpot_s or float("nan") for r in reps)
         out.append({
             "temperature": t, "row": label, "prompt": i, "new_tokens": n,
-            "ttft_s": statistics.median(r["metrics"]["ttft_s"] for r in reps), "tpot_s": tpot,
+            "ttft_s": statistics.median(r["metrics"].ttft_s for r in reps), "tpot_s": tpot,
             "tokens_per_s": 1.0 / tpot if tpot and tpot == tpot else None, "ideal_tpot_s": ideal,
-            "rounds": m["rounds"], "proposed": m["proposed"], "accepted": m["accepted"],
-            "round_counts": reps[0]["rounds"], "target_forwards": m["target_forwards"],
-            "drafter_forwards": m["drafter_forwards"], "token_ids": reps[0]["token_ids"],
+            "rounds": m.rounds, "proposed": m.proposed, "accepted": m.accepted,
+            "round_counts": reps[0]["rounds"], "target_forwards": m.target_forwards,
+            "drafter_forwards": m.drafter_forwards, "token_ids": reps[0]["token_ids"],
             "same_tokens_across_repeats": all(r["token_ids"] == reps[0]["token_ids"] for r in reps),
-            "outside_forwards": _median_or_none([r.get("outside_forwards") for r in reps]),
+            "outside_forwards": _median_or_none([r["metrics"].outside_forwards for r in reps]),
             "cpu_s": statistics.median(r["cpu_s"] for r in reps),
             "ideal_cpu_s": ideal_call_seconds(reps[0]["rounds"], cpu_costs),
         })
@@ -212,15 +200,6 @@ def _median_or_none(values: list) -> float | None:
 def _hmean(values: list[float]) -> float | None:
     values = [v for v in values if v and v == v]  # a one-token output has no TPOT
     return statistics.harmonic_mean(values) if values else None
-
-
-def _pooled_positions(round_counts: list[tuple[int, int, int]]) -> list[float]:
-    depth = max((m for _, m, _ in round_counts), default=0)
-    out = []
-    for i in range(depth):
-        reached = [(m, e) for _, m, e in round_counts if m > i]
-        out.append(sum(e - 1 > i for _, e in reached) / len(reached))
-    return out
 
 
 def _rows(per_prompt: list[dict], plan, notes, cfg: BenchConfig, n_prompts: int) -> list[dict]:
@@ -255,7 +234,7 @@ def _rows(per_prompt: list[dict], plan, notes, cfg: BenchConfig, n_prompts: int)
                 "tokens_per_s": tps,
                 "tau": tokens / sum(len(p["round_counts"]) for p in pp),
                 "acceptance_rate": accepted / proposed if proposed else None,
-                "per_position_acceptance": [round(a, 4) for a in _pooled_positions(rc)],
+                "per_position_acceptance": [round(a, 4) for a in per_position_acceptance(rc)],
                 "target_forwards_per_token": sum(p["target_forwards"] for p in pp) / tokens,
                 "drafter_forwards_per_token": sum(dfw) / tokens if None not in dfw else None,
                 "ideal_tokens_per_s": ideal,
@@ -317,142 +296,13 @@ def run_scale(pair: Pair, prompts: list[str], cfg: BenchConfig, new_tokens: list
             for axis, x, prompt, n in points:
                 reps = [_run_once(pair, None, label, prompt, [], cfg, t, cfg.seed, n)["metrics"]
                         for _ in range(cfg.repeats)]
-                tpot = statistics.median(r["tpot_s"] or float("nan") for r in reps)
+                tpot = statistics.median(r.tpot_s or float("nan") for r in reps)
                 out.append({"algorithm": label, "temperature": t, "axis": axis, "x": x,
-                            "new_tokens": reps[0]["new_tokens"], "tau": reps[0]["mean_accepted_length"],
+                            "new_tokens": reps[0].new_tokens, "tau": reps[0].mean_accepted_length,
                             "tpot_ms": tpot * 1e3,
                             "tokens_per_s": 1 / tpot if tpot == tpot else None,
-                            "ttft_ms": 1e3 * statistics.median(r["ttft_s"] for r in reps)})
+                            "ttft_ms": 1e3 * statistics.median(r.ttft_s for r in reps)})
             log(f"  scale {label} done")
     except KeyboardInterrupt:  # a time limit: keep the points measured so far
         log(f"  scale interrupted after {len(out)} points")
     return out
-
-
-# --------------------------------------------------------------------------------------------------- CLI
-
-def _pair_args(p) -> None:
-    p.add_argument("--preset", help="a named pair (tiny-code, the default)")
-    p.add_argument("--target", help="target: Hub id or local directory")
-    p.add_argument("--drafter", help="drafter: Hub id or local directory")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    p.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest for tiny models on a busy CPU)")
-    p.add_argument("--prompts", default="code", help="prompt set in assets/prompts (code, summarize, long) or a file")
-    p.add_argument("--num-prompts", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0, help="prompt i uses seed + i, in hsd and in the peer")
-
-
-def add_bench_parser(sub) -> None:
-    """Register ``bench`` and ``advise`` on the CLI's subparsers."""
-    b = sub.add_parser("bench", help="paper-style benchmark: tokens/s, speedup, tau, limit, Transformers peer")
-    _pair_args(b)
-    b.add_argument("--algorithms", nargs="+", default=["ar", "slem", "tli"], help="ar sd slem tli slrs")
-    b.add_argument("--temperatures", nargs="+", type=float, default=[0.0, 1.0])
-    b.add_argument("--max-new-tokens", type=int, default=128)
-    b.add_argument("--lookahead", type=int, default=5)
-    b.add_argument("--warmups", type=int, default=1, help="untimed calls per row before timing")
-    b.add_argument("--repeats", type=int, default=3, help="timed runs per prompt; medians count")
-    b.add_argument("--min-new-tokens", type=int, default=0, help="drop prompts where a row made fewer (paper: 128)")
-    b.add_argument("--no-peer", action="store_true", help="skip the Transformers rows")
-    b.add_argument("--scale", action="store_true", help="also the per-token time vs length curve")
-    b.add_argument("--scale-new-tokens", nargs="+", type=int, default=[64, 128, 256, 512, 1024])
-    b.add_argument("--scale-prompt-tokens", nargs="+", type=int, default=[16, 64, 256, 512])
-    b.add_argument("--no-png", action="store_true", help="HTML figures only")
-    b.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder")
-    b.set_defaults(func=cmd_bench)
-    a = sub.add_parser("advise", help="short calibration; predicted tokens/s and speedup per algorithm and lookahead")
-    _pair_args(a)
-    a.add_argument("--algorithms", nargs="+", help="default: every drafting algorithm that applies, but SLRS")
-    a.add_argument("--temperature", type=float, default=0.0)
-    a.add_argument("--max-new-tokens", type=int, default=128, help="tokens per calibration prompt (as in the bench)")
-    a.add_argument("--json", type=Path, help="write the advice as JSON")
-    a.set_defaults(func=cmd_advise, num_prompts=4)
-
-
-def check_cli_args(args) -> list[str]:
-    """Every bench/advise option checked before a model loads; returns the prompts."""
-    from .algorithms import ALGORITHMS
-    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int
-    from .sampling import Sampling
-
-    for name in args.algorithms or []:
-        if name not in ALGORITHMS:
-            raise InvalidSettingError(f"Unknown algorithm {name!r} in --algorithms: choose from {', '.join(ALGORITHMS)}.")
-    for t in getattr(args, "temperatures", None) or [args.temperature]:
-        Sampling(t)
-    _check_int("--max-new-tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
-    if hasattr(args, "lookahead"):
-        _check_int("--lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
-        _check_int("--warmups", args.warmups, 0, 1000, "untimed calls per row")
-        _check_int("--repeats", args.repeats, 1, 1000, "timed runs per prompt")
-    _check_int("--num-prompts", args.num_prompts, 1, 10**6, "prompts from the set")
-    if args.threads is not None:
-        _check_int("--threads", args.threads, 1, 4096, "torch intra-op threads")
-    if getattr(args, "out", None) is not None:
-        _check_out_dir(args.out)
-    if getattr(args, "json", None) is not None:
-        from .cli import check_output_file
-        check_output_file(args.json)
-    return load_prompts(args.prompts, args.num_prompts)
-
-
-def _check_out_dir(out: Path) -> None:
-    """Create ``--out`` now and write a probe file, so an unwritable place fails before the run, not after."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".hsd-write-check"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise InvalidSettingError(f"--out {out}: cannot write there ({exc.strerror or exc}); choose another "
-                                  "folder.") from None
-
-
-def load_cli_pair(args, need_drafter: bool = True) -> Pair:
-    from .loading import load_pair
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.target and not args.drafter and not args.preset and need_drafter:
-        raise HsdError("--drafter is needed with --target (or --preset).")
-    if args.drafter and not args.target and not args.preset:
-        raise HsdError("--drafter needs a --target too (or use --preset).")
-    return load_pair(args.target, args.drafter, preset=args.preset, device=args.device, dtype=args.dtype)
-
-
-def cmd_bench(args) -> int:
-    from .benchout import markdown_table, write_report
-
-    prompts = check_cli_args(args)
-    pair = load_cli_pair(args, need_drafter=any(a != "ar" for a in args.algorithms))
-    cfg = BenchConfig(args.algorithms, args.temperatures, args.prompts, len(prompts), args.max_new_tokens,
-                      args.lookahead, args.warmups, args.repeats, args.seed, not args.no_peer, args.min_new_tokens)
-    info = machine_info(pair)
-    print(f"machine: {machine_line(info)}")
-    print(f"pair: {pair.target.name} <- {pair.drafter.name if pair.drafter else None}; {len(prompts)} prompts")
-    report = run_bench(pair, prompts, cfg)
-    if args.scale:
-        report["scale"] = run_scale(pair, prompts, cfg, args.scale_new_tokens, args.scale_prompt_tokens)
-    print(markdown_table(report["rows"]))
-    try:
-        written = write_report(report, args.out, png=not args.no_png)
-    except OSError as exc:  # the folder was writable at the start; the table above is the run's result
-        raise HsdError(f"--out {args.out}: writing the report failed ({exc.strerror or exc}); the table above "
-                       "holds the results.") from None
-    print(f"wrote {', '.join(written)} to {args.out}/")
-    return 0
-
-
-def cmd_advise(args) -> int:
-    from .advise import advise, format_advice
-
-    prompts = check_cli_args(args)
-    pair = load_cli_pair(args)
-    advice = advise(pair, prompts, temperature=args.temperature, algorithms=args.algorithms,
-                    max_new_tokens=args.max_new_tokens, seed=args.seed)
-    print(format_advice(advice))
-    if args.json:
-        from .cli import write_output
-        return write_output(args.json, json.dumps(advice, indent=1, default=str))
-    return 0

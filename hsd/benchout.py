@@ -1,6 +1,7 @@
-"""Benchmark outputs: the printed / markdown table, CSV files and plotly figures (HTML, PNG when it works).
+"""Benchmark outputs: the printed / markdown table, CSV files, and the figures of :mod:`hsd.figures` as HTML (and
+PNG when it works).
 
-Every output carries the machine line (:func:`hsd.bench.machine_line`).
+Every output carries the machine line (:func:`hsd.machine.machine_line`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import json
 import logging
 from pathlib import Path
 
+from .machine import machine_line
+
 #: (column, header, format) of the printed and markdown table
 TABLE = [
     ("temperature", "T", "g"), ("algorithm", "algorithm", "s"), ("prompts", "n", "d"),
@@ -18,7 +21,8 @@ TABLE = [
     ("vs_transformers", "vs HF", ".2f"), ("tau", "τ", ".2f"),
     ("acceptance_rate", "accept", ".1%"), ("target_forwards_per_token", "tgt fw/tok", ".2f"),
     ("drafter_forwards_per_token", "drf fw/tok", ".2f"), ("ideal_tokens_per_s", "ideal tok/s", ".1f"),
-    ("efficiency", "efficiency", ".2f"), ("cpu_efficiency", "CPU eff.", ".2f"), ("outside_forwards", "outside fw", ".0%"), ("greedy_equals_ar", "= AR", "s"), ("note", "note", "s"),
+    ("efficiency", "efficiency", ".2f"), ("cpu_efficiency", "CPU eff.", ".2f"),
+    ("outside_forwards", "outside forwards", ".0%"), ("greedy_equals_ar", "= AR", "s"), ("note", "note", "s"),
 ]
 
 
@@ -47,54 +51,10 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 
 def figures(report: dict) -> dict:
-    """Plotly figures of a bench report: throughput vs the limit, and acceptance per position."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+    """The benchmark's plotly figures (:func:`hsd.figures.bench_figures`)."""
+    from .figures import bench_figures
 
-    from .bench import machine_line
-
-    rows = [r for r in report["rows"] if r.get("tokens_per_s")]
-    title = f"{Path(report['pair']['target']).name} ← {Path(str(report['pair']['drafter'])).name}"
-    sub = f"<br><sup>{machine_line(report['machine'])}</sup>"
-    temps = sorted({r["temperature"] for r in rows})
-    fig = make_subplots(1, len(temps), subplot_titles=[f"T = {t:g}" for t in temps], shared_yaxes=True)
-    for j, t in enumerate(temps, 1):
-        rr = [r for r in rows if r["temperature"] == t]
-        names = [r["algorithm"] for r in rr]
-        fig.add_bar(x=names, y=[r["tokens_per_s"] for r in rr], name="measured", marker_color="#1f77b4",
-                    text=[f"{r['speedup']:.2f}×" if r.get("speedup") else "" for r in rr], textposition="outside",
-                    showlegend=j == 1, row=1, col=j)
-        fig.add_bar(x=names, y=[r.get("ideal_tokens_per_s") for r in rr], name="ideal (forwards only)",
-                    marker_color="#aec7e8", showlegend=j == 1, row=1, col=j)
-    fig.update_layout(title=f"Output tokens/s (harmonic mean), speedup over hsd AR: {title}{sub}",
-                      yaxis_title="tokens/s", barmode="group", height=460)
-    acc = go.Figure()
-    for r in rows:
-        if r.get("per_position_acceptance"):
-            acc.add_scatter(x=list(range(1, len(r["per_position_acceptance"]) + 1)), y=r["per_position_acceptance"],
-                            mode="lines+markers", name=f"{r['algorithm']} T={r['temperature']:g}")
-    acc.update_layout(title=f"Share of rounds proposing ≥ i tokens whose first i were all accepted: {title}{sub}",
-                      xaxis_title="draft position i", yaxis_title="accepted through i", yaxis_range=[0, 1.05],
-                      height=420)
-    return {"throughput": fig, "acceptance": acc}
-
-
-def scale_figure(points: list[dict], report: dict):
-    from plotly.subplots import make_subplots
-
-    from .bench import machine_line
-
-    fig = make_subplots(1, 2, subplot_titles=["against max new tokens", "against prompt length (target tokens)"])
-    algorithms = list(dict.fromkeys(p["algorithm"] for p in points))
-    for j, axis in enumerate(("max_new_tokens", "prompt_tokens"), 1):
-        for k, a in enumerate(algorithms):
-            pts = [p for p in points if p["axis"] == axis and p["algorithm"] == a]
-            fig.add_scatter(x=[p["x"] for p in pts], y=[p["tpot_ms"] for p in pts], mode="lines+markers", name=a,
-                            legendgroup=a, showlegend=j == 1, line_color=f"hsl({k * 67 % 360},60%,45%)", row=1, col=j)
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(title_text="TPOT ms (median)", row=1, col=1)
-    fig.update_layout(title=f"Per-token time vs length<br><sup>{machine_line(report['machine'])}</sup>", height=440)
-    return fig
+    return bench_figures(report)
 
 
 def save_figure(fig, path: Path, png: bool) -> list[str]:
@@ -112,8 +72,6 @@ def save_figure(fig, path: Path, png: bool) -> list[str]:
 
 
 def _markdown(report: dict) -> str:
-    from .bench import machine_line
-
     cfg = report["config"]
     md = [f"**Machine:** {machine_line(report['machine'])}", "",
           f"**Pair:** `{report['pair']['target']}` ← `{report['pair']['drafter']}`; prompts `{cfg['prompts']}` "
@@ -158,5 +116,7 @@ def write_report(report: dict, out: Path, png: bool = True) -> list[str]:
     for name, fig in figures(report).items():
         written += save_figure(fig, out / name, png)
     if report.get("scale"):
-        written += save_figure(scale_figure(report["scale"], report), out / "scale", png)
+        from .figures import scale_figure
+
+        written += save_figure(scale_figure(report["scale"], machine_line(report["machine"])), out / "scale", png)
     return written

@@ -1,4 +1,8 @@
-"""Command line: ``python -m hsd generate|vocab``. Bad input prints an hsd error and exits with 2."""
+"""Command line: ``python -m hsd generate|vocab|bench|advise``. Bad input prints an hsd error and exits with 2.
+
+Every subcommand takes the same model options and loads its pair through :func:`load_cli_pair`; every
+option is checked before a model loads.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,14 @@ import re
 import sys
 from pathlib import Path
 
+from .algorithms import ALGORITHMS
 from .errors import HsdError, InvalidSettingError, PromptError
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target: Hub id or local directory (default: the embedded tiny-code pair)")
     p.add_argument("--drafter", help="drafter: Hub id or local directory (default: the embedded tiny-code pair)")
-    p.add_argument("--preset", help="a named pair (tiny-code)")
+    p.add_argument("--preset", help="a named pair (tiny-code, tiny-code-bytes)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N, mps")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     p.add_argument("--device-map", default=None, help="'auto' spreads a large target over several GPUs")
@@ -30,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="generate text with one algorithm and print metrics")
     _model_args(gen)
-    gen.add_argument("--algorithm", default="slem", choices=["ar", "sd", "slem", "tli", "slrs"])
+    gen.add_argument("--algorithm", default="slem", choices=list(ALGORITHMS))
     src = gen.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
@@ -45,8 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     voc = sub.add_parser("vocab", help="report how the target's and drafter's vocabularies relate")
     _model_args(voc)
     voc.add_argument("--json", type=Path, help="write the report as JSON")
-    from .bench import add_bench_parser
-    add_bench_parser(sub)  # bench, advise: their options and handlers live in hsd/bench.py
+    _bench_parsers(sub)
     from .space import add_space_parser
     add_space_parser(sub)  # space push: deploy the app to a Hugging Face Space (hsd/space.py)
     return parser
@@ -91,37 +95,39 @@ def read_prompt_file(path: Path) -> str:
         raise PromptError(f"--prompt-file {path} cannot be read: {exc.strerror or exc}.") from None
 
 
-def _pair(args, need_drafter: bool = True, command: str = "generate"):
+def load_cli_pair(args, need_drafter: bool = True, hint: str = ""):
+    """The pair every subcommand runs on, from the shared model options (and ``--threads`` where given)."""
+    import torch
+
     from .loading import load_pair
 
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
     drafter = args.drafter if need_drafter or args.drafter else None
     if args.drafter and not args.target and not args.preset:
         raise HsdError("--drafter needs a --target too (or use --preset).")
     if args.target and not drafter and not args.preset and need_drafter:
-        hint = "" if command == "vocab" else " (or use --algorithm ar)"
         raise HsdError(f"--drafter is needed with --target{hint}.")
     return load_pair(args.target, drafter, preset=args.preset, device=args.device, dtype=args.dtype,
                      device_map=args.device_map, trust_remote_code=args.trust_remote_code)
 
 
-def _metrics_lines(m: dict) -> list[str]:
+def _metrics_lines(m) -> list[str]:
     def fmt(x, spec):
         return "-" if x is None else format(x, spec)
     return [
-        f"tokens {m['new_tokens']} in {fmt(m['total_s'], '.3f')} s | {fmt(m['tokens_per_s'], '.1f')} tok/s | "
-        f"TTFT {fmt(m['ttft_s'] and m['ttft_s'] * 1e3, '.1f')} ms | TPOT {fmt(m['tpot_s'] and m['tpot_s'] * 1e3, '.2f')} ms",
-        f"rounds {m['rounds']} | tau (tokens per target forward) {fmt(m['mean_accepted_length'], '.2f')} | "
-        f"acceptance {fmt(m['acceptance_rate'], '.1%')} ({m['accepted']}/{m['proposed']}) | "
-        f"forwards target {m['target_forwards']} drafter {m['drafter_forwards']}",
-        "time split " + " ".join(f"{k} {v * 1e3:.1f}ms" for k, v in m["time_split_s"].items())
-        + f" | outside forwards {fmt(m['overhead_share'], '.1%')}",
+        f"tokens {m.new_tokens} in {fmt(m.total_s, '.3f')} s | {fmt(m.tokens_per_s, '.1f')} tok/s | "
+        f"TTFT {fmt(m.ttft_s and m.ttft_s * 1e3, '.1f')} ms | TPOT {fmt(m.tpot_s and m.tpot_s * 1e3, '.2f')} ms",
+        f"rounds {m.rounds} | tau (tokens per target forward) {fmt(m.mean_accepted_length, '.2f')} | "
+        f"acceptance {fmt(m.acceptance_rate, '.1%')} ({m.accepted}/{m.proposed}) | "
+        f"forwards target {m.target_forwards} drafter {m.drafter_forwards}",
+        "time split " + " ".join(f"{k} {v * 1e3:.1f}ms" for k, v in m.time_split_s.items())
+        + f" | outside forwards {fmt(m.outside_forwards, '.1%')}",
     ]
 
 
 def cmd_generate(args) -> int:
-    from .generate import generate
-
-    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int
+    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int, generate
     from .sampling import Sampling
 
     prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
@@ -129,7 +135,7 @@ def cmd_generate(args) -> int:
     check_output_file(args.json)
     _check_int("lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
-    pair = _pair(args, need_drafter=args.algorithm != "ar")
+    pair = load_cli_pair(args, need_drafter=ALGORITHMS[args.algorithm].needs_drafter, hint=" (or use --algorithm ar)")
     kwargs = dict(algorithm=args.algorithm, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                   top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead, seed=args.seed)
     if args.chat:
@@ -150,10 +156,124 @@ def cmd_vocab(args) -> int:
     from .report import compatibility_report, format_report
 
     check_output_file(args.json)
-    report = compatibility_report(_pair(args, command="vocab"))
+    report = compatibility_report(load_cli_pair(args))
     print(format_report(report))
     if args.json:
         return write_output(args.json, json.dumps(report, indent=1, ensure_ascii=False, default=str))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- bench, advise
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    _model_args(p)
+    p.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest for tiny models on a busy CPU)")
+    p.add_argument("--prompts", default="code", help="prompt set in assets/prompts (code, summarize, long) or a file")
+    p.add_argument("--num-prompts", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0, help="prompt i uses seed + i, in hsd and in the peer")
+
+
+def _bench_parsers(sub) -> None:
+    """``bench`` and ``advise``: the benchmark (:mod:`hsd.bench`) and the advice (:mod:`hsd.advise`)."""
+    b = sub.add_parser("bench", help="paper-style benchmark: tokens/s, speedup, tau, limit, Transformers peer")
+    _bench_args(b)
+    b.add_argument("--algorithms", nargs="+", default=["ar", "slem", "tli"], help=" ".join(ALGORITHMS))
+    b.add_argument("--temperatures", nargs="+", type=float, default=[0.0, 1.0])
+    b.add_argument("--max-new-tokens", type=int, default=128)
+    b.add_argument("--lookahead", type=int, default=5)
+    b.add_argument("--warmups", type=int, default=1, help="untimed calls per row before timing")
+    b.add_argument("--repeats", type=int, default=3, help="timed runs per prompt; medians count")
+    b.add_argument("--min-new-tokens", type=int, default=0, help="drop prompts where a row made fewer (paper: 128)")
+    b.add_argument("--no-peer", action="store_true", help="skip the Transformers rows")
+    b.add_argument("--scale", action="store_true", help="also the per-token time vs length curve")
+    b.add_argument("--scale-new-tokens", nargs="+", type=int, default=[64, 128, 256, 512, 1024])
+    b.add_argument("--scale-prompt-tokens", nargs="+", type=int, default=[16, 64, 256, 512])
+    b.add_argument("--no-png", action="store_true", help="HTML figures only")
+    b.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder")
+    b.set_defaults(func=cmd_bench)
+    a = sub.add_parser("advise", help="short calibration; predicted tokens/s and speedup per algorithm and lookahead")
+    _bench_args(a)
+    a.add_argument("--algorithms", nargs="+", help="default: every drafting algorithm that applies, but SLRS")
+    a.add_argument("--temperature", type=float, default=0.0)
+    a.add_argument("--max-new-tokens", type=int, default=128, help="tokens per calibration prompt (as in the bench)")
+    a.add_argument("--json", type=Path, help="write the advice as JSON")
+    a.set_defaults(func=cmd_advise, num_prompts=4)
+
+
+def check_bench_args(args) -> list[str]:
+    """Every bench/advise option checked before a model loads; returns the prompts."""
+    from .bench import load_prompts
+    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int
+    from .sampling import Sampling
+
+    for name in args.algorithms or []:
+        if name not in ALGORITHMS:
+            raise InvalidSettingError(f"Unknown algorithm {name!r} in --algorithms: choose from "
+                                      f"{', '.join(ALGORITHMS)}.")
+    for t in getattr(args, "temperatures", None) or [args.temperature]:
+        Sampling(t)
+    _check_int("--max-new-tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
+    if hasattr(args, "lookahead"):
+        _check_int("--lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
+        _check_int("--warmups", args.warmups, 0, 1000, "untimed calls per row")
+        _check_int("--repeats", args.repeats, 1, 1000, "timed runs per prompt")
+    _check_int("--num-prompts", args.num_prompts, 1, 10**6, "prompts from the set")
+    if args.threads is not None:
+        _check_int("--threads", args.threads, 1, 4096, "torch intra-op threads")
+    if getattr(args, "out", None) is not None:
+        _check_out_dir(args.out)
+    if getattr(args, "json", None) is not None:
+        check_output_file(args.json)
+    return load_prompts(args.prompts, args.num_prompts)
+
+
+def _check_out_dir(out: Path) -> None:
+    """Create ``--out`` now and write a probe file, so an unwritable place fails before the run, not after."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".hsd-write-check"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise InvalidSettingError(f"--out {out}: cannot write there ({exc.strerror or exc}); choose another "
+                                  "folder.") from None
+
+
+def cmd_bench(args) -> int:
+    from .bench import BenchConfig, run_bench, run_scale
+    from .benchout import markdown_table, write_report
+    from .machine import machine_info, machine_line
+
+    prompts = check_bench_args(args)
+    pair = load_cli_pair(args, need_drafter=any(ALGORITHMS[a].needs_drafter for a in args.algorithms),
+                         hint=" (or --preset)")
+    cfg = BenchConfig(args.algorithms, args.temperatures, args.prompts, len(prompts), args.max_new_tokens,
+                      args.lookahead, args.warmups, args.repeats, args.seed, not args.no_peer, args.min_new_tokens)
+    print(f"machine: {machine_line(machine_info(pair))}")
+    print(f"pair: {pair.target.name} <- {pair.drafter.name if pair.drafter else None}; {len(prompts)} prompts")
+    report = run_bench(pair, prompts, cfg)
+    if args.scale:
+        report["scale"] = run_scale(pair, prompts, cfg, args.scale_new_tokens, args.scale_prompt_tokens)
+    print(markdown_table(report["rows"]))
+    try:
+        written = write_report(report, args.out, png=not args.no_png)
+    except OSError as exc:  # the folder was writable at the start; the table above is the run's result
+        raise HsdError(f"--out {args.out}: writing the report failed ({exc.strerror or exc}); the table above "
+                       "holds the results.") from None
+    print(f"wrote {', '.join(written)} to {args.out}/")
+    return 0
+
+
+def cmd_advise(args) -> int:
+    from .advise import advise, format_advice
+
+    prompts = check_bench_args(args)
+    pair = load_cli_pair(args, hint=" (or --preset)")
+    advice = advise(pair, prompts, temperature=args.temperature, algorithms=args.algorithms,
+                    max_new_tokens=args.max_new_tokens, seed=args.seed)
+    print(format_advice(advice))
+    if args.json:
+        return write_output(args.json, json.dumps(advice, indent=1, default=str))
     return 0
 
 

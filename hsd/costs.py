@@ -118,22 +118,12 @@ def measure_costs(pair: Pair, context: int, max_verify: int, repeats: int = 15,
     return wall, cpu
 
 
-def ideal_decode_seconds(rounds: list[tuple[int, int, int]], costs: Costs) -> float:
-    """Ideal time of every round after the first: what TPOT's numerator measures."""
-    return sum(costs.ideal_round(d, m) for d, m, _ in rounds[1:])
+def ideal_decode_seconds(rounds, costs: Costs) -> float:
+    """Ideal time of every round after the first: what TPOT's numerator measures. ``rounds`` are
+    :class:`~hsd.metrics.Counts` (or tuples that start with drafted, proposed)."""
+    return sum(costs.ideal_round(c[0], c[1]) for c in rounds[1:])
 
 
-def ideal_call_seconds(rounds: list[tuple[int, int, int]], costs: Costs) -> float:
+def ideal_call_seconds(rounds, costs: Costs) -> float:
     """Ideal time of a whole call: both prefills, then every round."""
-    return costs.prefill + sum(costs.ideal_round(d, m) for d, m, _ in rounds)
-
-
-def round_counts(result, algorithm: str) -> list[tuple[int, int, int]]:
-    """(drafted, proposed, emitted) per round of an hsd :class:`~hsd.trace.Result`.
-
-    Drafted counts drafter forwards an ideal engine needs: one per drafted token, except SLRS, whose ψ
-    evaluation needs extra drafter forwards by design (the trace's own count is used there).
-    """
-    if algorithm == "slrs":
-        return [(r.drafter_forwards, r.n_proposed, len(r.emitted)) for r in result.rounds]
-    return [(len(r.drafted), r.n_proposed, len(r.emitted)) for r in result.rounds]
+    return costs.prefill + sum(costs.ideal_round(c[0], c[1]) for c in rounds)

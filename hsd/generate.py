@@ -10,7 +10,7 @@ import torch
 from .algorithms import ALGORITHMS
 from .errors import IncompatiblePairError, InvalidSettingError, PromptError
 from .loading import Model, Pair
-from .metrics import summarize
+from .metrics import summarize_trace
 from .sampling import Rng, Sampling
 from .session import Session, Settings
 from .trace import Result, Round
@@ -29,20 +29,9 @@ def check_algorithm(pair: Pair, algorithm: str) -> None:
     """Raise a specific error if ``algorithm`` cannot run on ``pair``."""
     if algorithm not in ALGORITHMS:
         raise InvalidSettingError(f"Unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}.")
-    if not ALGORITHMS[algorithm].NEEDS_DRAFTER:
-        return
-    if pair.drafter is None:
-        raise IncompatiblePairError(f"{algorithm!r} needs a drafter: load the pair with drafter='<hub id or dir>', "
-                                    "or use algorithm='ar'.")
-    pv = pair.vocab
-    if algorithm == "sd" and not pv.shared:
-        raise IncompatiblePairError(
-            f"'sd' needs a shared vocabulary, but these tokenizers differ ({pv.intersection_size} byte strings in "
-            "common). Use 'slem' or 'tli', which work across vocabularies.")
-    if algorithm == "tli" and pv.intersection_size == 0:
-        raise IncompatiblePairError(
-            "'tli' drafts only tokens both vocabularies share, and these share none. Use 'slem', or a drafter "
-            "whose tokenizer overlaps the target's.")
+    why = ALGORITHMS[algorithm].applies(pair)
+    if why is not None:
+        raise IncompatiblePairError(why)
 
 
 def encode_prompt(model: Model, prompt: str | None, messages: list[dict] | None, fallback_text: str | None = None):
@@ -112,12 +101,13 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
     _check_int("lookahead", lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
     _check_int("seed", seed, -2**63, 2**63 - 1, "any integer")
+    spec = ALGORITHMS[algorithm]
     for name, value in (("slrs_max_paths", slrs_max_paths), ("slrs_max_forwards", slrs_max_forwards)):
         if value is not None:
-            if algorithm != "slrs":
-                raise InvalidSettingError(f"{name} applies only to algorithm='slrs', not {algorithm!r}.")
+            if name not in spec.options:
+                owners = [a for a, other in ALGORITHMS.items() if name in other.options]
+                raise InvalidSettingError(f"{name} applies only to algorithm={owners[0]!r}, not {algorithm!r}.")
             _check_int(name, value, 1, 10**9, "an SLRS cost limit")
-    module = ALGORITHMS[algorithm]
     prompt_ids, target_text = encode_prompt(pair.target, prompt, messages)
     if not prompt_ids:
         raise PromptError("The prompt encodes to no tokens and the target adds no BOS token: give some text.")
@@ -128,11 +118,9 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
             f"{len(prompt_ids) + max_new_tokens} positions, but the target's context is {limit}. Shorten the "
             "prompt or lower max_new_tokens.")
     drafter_ids = None
-    if module.NEEDS_DRAFTER:
-        if algorithm == "sd":
-            drafter_ids = prompt_ids
-        else:
-            drafter_ids, _ = encode_prompt(pair.drafter, prompt, messages, fallback_text=target_text)
+    if spec.needs_drafter:
+        drafter_ids = spec.drafter_prompt(
+            prompt_ids, lambda: encode_prompt(pair.drafter, prompt, messages, fallback_text=target_text)[0])
         # A prompt longer than the drafter's context is not refused: the drafter is full from the start, and
         # every round is target-only, as when it fills up mid-run (DrafterContext.full); the output is the same.
     settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling, slrs_max_paths, slrs_max_forwards)
@@ -143,16 +131,16 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
         prefill_forwards = {"target": s.target.forwards, "drafter": s.drafter.runner.forwards if s.drafter else 0}
         while not s.done:
             spent = _forward_seconds(s)
-            rnd = module.step(s)
+            rnd = spec.step(s)
             rnd.t_other += s.clock.split()
             rnd.t_end = s.clock.since_start()
-            rnd.extra["forward_seconds"] = _forward_seconds(s) - spent
+            rnd.forward_seconds = _forward_seconds(s) - spent
             s.rounds.append(rnd)
             paused = time.perf_counter()
             yield rnd
             s.clock.exclude(time.perf_counter() - paused)  # a streaming consumer's time is not ours
     token_ids = s.ids[s.prompt_len:]
-    metrics = summarize(s.rounds, s.prefill_seconds, prefill_forwards)
+    metrics = summarize_trace(s.rounds, spec, s.prefill_seconds, prefill_forwards)
     yield Result(
         algorithm=algorithm, prompt_ids=list(prompt_ids), token_ids=token_ids,
         text=bytes(s.generated).decode("utf-8", errors="replace"), rounds=s.rounds, metrics=metrics,

@@ -19,12 +19,46 @@ from .errors import (GatedModelError, HsdError, InvalidSettingError, ModelNotFou
                      RemoteCodeError, TokenizerMissingError)
 from .vocab import PairVocab, Vocab
 
-PRESETS: dict[str, tuple[str, str]] = {
-    "tiny-code": (str(ASSETS / "tiny-code" / "target"), str(ASSETS / "tiny-code" / "drafter")),
+#: the embedded pairs, by the paths of their models as users see and type them ("assets/..."); installed
+#: as a package, "assets/" is the package data folder hsd._assets (see hsd/assets.py)
+EMBEDDED = {
+    "tiny-code": ("assets/tiny-code/target", "assets/tiny-code/drafter"),
     # the same target with the byte-level drafter: one drafter path per string, SLRS's cheap case
-    "tiny-code-bytes": (str(ASSETS / "tiny-code" / "target"), str(ASSETS / "tiny-code" / "drafter-bytes")),
+    "tiny-code-bytes": ("assets/tiny-code/target", "assets/tiny-code/drafter-bytes"),
 }
+
+
+def embedded_path(name: str) -> Path | None:
+    """``assets/...`` as users type it, resolved to the embedded folder wherever hsd runs from (a
+    checkout, an installed package, a Space); ``None`` for any other name or a folder that is not there."""
+    if not name.startswith("assets/"):
+        return None
+    path = ASSETS / name[len("assets/"):]
+    return path if path.is_dir() else None
+
+
+PRESETS: dict[str, tuple[str, str]] = {name: (str(ASSETS / t.removeprefix("assets/")),
+                                              str(ASSETS / d.removeprefix("assets/")))
+                                       for name, (t, d) in EMBEDDED.items()}
 DEFAULT_PRESET = "tiny-code"
+#: the pairs an interactive front end offers, label -> (target, drafter): the embedded ones first (they work
+#: offline on a CPU), then the paper's pairs and two controls; an empty pair for the user's own names
+GALLERY: dict[str, tuple[str, str]] = {
+    "tiny-code (embedded, offline, CPU)": EMBEDDED["tiny-code"],
+    "tiny-code-bytes (embedded target, byte-level drafter: SLRS at its cheapest)": EMBEDDED["tiny-code-bytes"],
+    "gemma-2-9b-it ← vicuna-68m (paper, text)": ("google/gemma-2-9b-it", "double7/vicuna-68m"),
+    "CodeLlama-13b-Instruct ← tiny_starcoder_py (paper, code)": ("codellama/CodeLlama-13b-Instruct-hf",
+                                                                 "bigcode/tiny_starcoder_py"),
+    "phi-4 ← Qwen2.5-0.5B-Instruct (paper)": ("microsoft/phi-4", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "DeepSeek-R1-Distill-Qwen-14B ← vicuna-68m (paper, reasoning)": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+                                                                     "double7/vicuna-68m"),
+    "gemma-2-9b-it ← gemma-2-2b-it (same-vocabulary control)": ("google/gemma-2-9b-it", "google/gemma-2-2b-it"),
+    "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)": ("meta-llama/Llama-3.1-8B-Instruct",
+                                                                    "Qwen/Qwen2.5-0.5B-Instruct"),
+    "Qwen2.5-1.5B-Instruct ← SmolLM2-135M-Instruct (CPU classroom)": ("Qwen/Qwen2.5-1.5B-Instruct",
+                                                                      "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "Custom (type Hub ids or local directories)": ("", ""),
+}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 MAX_CACHED_MODELS = int(os.environ.get("HSD_MAX_CACHED_MODELS", "4"))
 

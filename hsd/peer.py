@@ -8,7 +8,9 @@ a wrapper around the candidate generator's ``get_candidates``.
 
 Transformers mutates the drafter it is handed (TLI prunes its LM head in place, §9) and caches its
 vocabulary translator on the tokenizer objects alone, so :class:`Peer` gives each of its algorithms a
-deep copy of the drafter *and* of both tokenizers; hsd's own model objects are never passed to it.
+deep copy of the drafter *and* of both tokenizers; hsd's own model objects are never passed to it. The
+counting wrapper sits on a shallow copy of the target (same weights, its own attributes), so hsd's cached
+target model is never patched either.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .loading import Pair
+from .metrics import Counts, Metrics, summarize
 
 #: hsd algorithm -> the peer row that runs the same algorithm in Transformers, by temperature
 PEER_OF = {"ar": "hf-ar", "slem": "hf-slem", "tli": "hf-tli"}
@@ -54,8 +57,8 @@ class PeerResult:
     """What one peer ``generate`` call did, in the shape :mod:`hsd.bench` aggregates."""
 
     token_ids: list[int]
-    metrics: dict
-    rounds: list[tuple[int, int, int]] = field(default_factory=list)  # (drafted, proposed, emitted) per round
+    metrics: Metrics
+    rounds: list[Counts] = field(default_factory=list)
 
 
 class Peer:
@@ -65,6 +68,10 @@ class Peer:
         self.pair = pair
         self.lookahead = lookahead
         self._drafters: dict[str, tuple] = {}
+        self._drafted: list[int] = []  # candidates per round of the current call, appended by the wrapper
+        # A shallow copy shares the weights but not the attributes: the counting wrapper goes on it.
+        self._target = copy.copy(pair.target.model)
+        self._target._get_candidate_generator = _counting(self._target._get_candidate_generator, self._drafted)
 
     def check(self, algorithm: str) -> None:
         """Raise :class:`PeerUnavailable` if Transformers will refuse ``algorithm`` on this pair (§3)."""
@@ -94,7 +101,6 @@ class Peer:
     def generate(self, algorithm: str, prompt_ids: list[int], *, max_new_tokens: int, temperature: float,
                  seed: int) -> PeerResult:
         self.check(algorithm)
-        target = self.pair.target.model
         device = self.pair.target.device
         inputs = torch.tensor([prompt_ids], device=device)
         kwargs = dict(input_ids=inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=max_new_tokens,
@@ -103,30 +109,27 @@ class Peer:
             kwargs.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
         else:
             kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
-        drafted: list[int] = []
         if algorithm != "hf-ar":
             model, tok_t, tok_d = self._drafter(algorithm)
             kwargs.update(assistant_model=model, tokenizer=tok_t, assistant_tokenizer=tok_d)
         torch.manual_seed(seed)
         streamer = _Streamer()
-        original = target._get_candidate_generator
-        if algorithm != "hf-ar":
-            target._get_candidate_generator = _counting(original, drafted)  # removed again below
+        self._drafted.clear()
         try:
-            out = target.generate(**kwargs, streamer=streamer)
+            out = self._target.generate(**kwargs, streamer=streamer)
         except ValueError as exc:
             if "assistant_tokenizer" in str(exc):
                 raise PeerUnavailable(str(exc).splitlines()[0]) from exc
             raise
-        finally:
-            if "_get_candidate_generator" in vars(target):
-                del target._get_candidate_generator
         if device.type == "cuda":
             torch.cuda.synchronize()
         total = time.perf_counter() - streamer.start
         tokens = out[0, len(prompt_ids):].tolist()
+        drafted = list(self._drafted) if algorithm != "hf-ar" else []
         rounds = _rounds(streamer, drafted, self.lookahead if algorithm == "hf-slem" else None)
-        return PeerResult(tokens, _metrics(streamer, total, rounds), rounds)
+        # its drafter runs up to num_assistant_tokens steps per round inside assistant_model.generate()
+        metrics = summarize(rounds, total_s=total, target_forwards=len(rounds) + 1, drafter_forwards=None)
+        return PeerResult(tokens, metrics, rounds)
 
 
 def _counting(original, drafted: list[int]):
@@ -147,31 +150,11 @@ def _counting(original, drafted: list[int]):
     return wrapper
 
 
-def _rounds(streamer: _Streamer, drafted: list[int], drafter_steps: int | None) -> list[tuple[int, int, int]]:
-    """(drafter steps, proposed target tokens, emitted) per round. TLI drafts one drafter token per target
-    candidate; SLEM runs ``num_assistant_tokens`` drafter steps, whatever number of target candidates they spell."""
+def _rounds(streamer: _Streamer, drafted: list[int], drafter_steps: int | None) -> list[Counts]:
+    """The counts of each round. TLI drafts one drafter token per target candidate; SLEM runs
+    ``num_assistant_tokens`` drafter steps, whatever number of target candidates they spell. Transformers
+    reports no acceptance: a round that emitted ``e`` tokens accepted ``min(e - 1, proposed)``."""
     if not drafted:  # AR: one token per target forward
-        return [(0, 0, s) for s in streamer.sizes]
-    return [((drafter_steps if d else 0) if drafter_steps else d, d, s) for d, s in zip(drafted, streamer.sizes)]
-
-
-def _metrics(streamer: _Streamer, total: float, rounds: list[tuple[int, int, int]]) -> dict:
-    n = sum(streamer.sizes)
-    ttft = streamer.times[0] if streamer.times else None
-    tpot = (total - ttft) / (n - 1) if n > 1 and ttft is not None else None
-    proposed = sum(r[1] for r in rounds)
-    accepted = sum(min(r[2] - 1, r[1]) for r in rounds)
-    depth = max((r[1] for r in rounds), default=0)
-    per_position = []
-    for i in range(depth):
-        reached = [r for r in rounds if r[1] > i]
-        per_position.append(sum(r[2] - 1 > i for r in reached) / len(reached))
-    return {
-        "new_tokens": n, "rounds": len(rounds), "total_s": total, "ttft_s": ttft, "tpot_s": tpot,
-        "tokens_per_s": 1.0 / tpot if tpot else None,
-        "mean_accepted_length": n / len(rounds) if rounds else None,
-        "acceptance_rate": accepted / proposed if proposed else None,
-        "proposed": proposed, "accepted": accepted, "per_position_acceptance": per_position,
-        # its drafter runs up to num_assistant_tokens steps per round inside assistant_model.generate()
-        "target_forwards": len(rounds) + 1, "drafter_forwards": None,
-    }
+        return [Counts(0, 0, 0, s, t) for s, t in zip(streamer.sizes, streamer.times)]
+    return [Counts((drafter_steps if d else 0) if drafter_steps else d, d, min(s - 1, d), s, t)
+            for d, s, t in zip(drafted, streamer.sizes, streamer.times)]

@@ -124,21 +124,13 @@ def _examples(own, other_ids: dict, limit: int = 12) -> list[str]:
 
 
 def compatibility_report(pair: Pair) -> dict:
-    from .algorithms import ALGORITHMS
-    from .generate import check_algorithm
-    from .errors import HsdError
+    from .algorithms import ALGORITHMS, availability
 
     pv = pair.vocab
     t, d = pair.target.vocab, pair.drafter.vocab
     target_ordinary = len(t) - len(t.special_ids)
     drafter_ordinary = len(d) - len(d.special_ids)
-    algorithms = {}
-    for name in [a for a in ALGORITHMS if ALGORITHMS[a].NEEDS_DRAFTER]:
-        try:
-            check_algorithm(pair, name)
-            algorithms[name] = "ok"
-        except HsdError as exc:
-            algorithms[name] = str(exc)
+    algorithms = {name: why or "ok" for name, why in availability(pair).items() if ALGORITHMS[name].needs_drafter}
     return {
         "target": _side(pair.target),
         "drafter": _side(pair.drafter),
@@ -188,4 +180,27 @@ def format_report(report: dict) -> str:
         "algorithms:",
     ]
     lines += [f"  {name:5s} {status}" for name, status in report["algorithms"].items()]
+    return "\n".join(lines)
+
+
+def explain(report: dict) -> str:
+    """What a :func:`compatibility_report` means for each algorithm, as Markdown bullets."""
+    share = report["intersection_share_of_drafter"]
+    lines = ["**What this means**"]
+    if report["shared"]:
+        lines.append("- The tokenizers are the same (same bytes, same ids): standard **SD** applies, and SLEM/TLI "
+                     "reduce to it.")
+    else:
+        lines.append("- The vocabularies differ, so standard SD cannot run. **SLEM** always works: it converts the "
+                     "draft through text.")
+    lines.append(f"- **TLI** drafts only from the {report['intersection']:,} shared byte strings ({share:.0%} of the "
+                 "drafter's ordinary tokens). The more of the drafter's probability mass falls there, the better "
+                 "TLI does; near 0% it collapses.")
+    rt = min(report["target"]["roundtrip_rate"], report["drafter"]["roundtrip_rate"])
+    lines.append(f"- Round-trip `decode(encode(s)) == s` holds for {rt:.0%} of the samples on the worse side. Below "
+                 "100%, the tokenizer is not injective: SLEM re-tokenizes with a look-behind window so the proposal "
+                 "continues the emitted tokens, and the round view lists those re-tokenization events.")
+    if "slrs" in report["algorithms"]:
+        lines.append("- **SLRS** sums the drafter's paths to every target token: its cost grows with how many drafter "
+                     "tokens a target token spans, so long target tokens over a short-token drafter are expensive.")
     return "\n".join(lines)

@@ -157,7 +157,6 @@ class Session:
         self.clock = Clock(pair.target.device)
         self.rounds: list[Round] = []
         self.prefill_seconds = 0.0
-        self.scratch: dict = {}  # per-call tables an algorithm builds once (e.g. TLI's vocabulary maps)
 
     @property
     def n_generated(self) -> int:

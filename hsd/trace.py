@@ -64,6 +64,7 @@ class Round:
     t_verify: float = 0.0
     t_other: float = 0.0
     t_end: float = 0.0  # seconds since the call started, when this round's tokens were ready
+    forward_seconds: float = 0.0  # of the round's time, the part inside model forwards
     extra: dict = field(default_factory=dict)  # algorithm-specific counters (e.g. SLRS psi cost)
 
     @property
@@ -95,7 +96,7 @@ class Result:
     token_ids: list[int]
     text: str
     rounds: list[Round]
-    metrics: dict
+    metrics: object  # an hsd.metrics.Metrics (which also reads a dict of the same keys)
     settings: dict
     stop_reason: str  # "eos" | "max_new_tokens"
     prefill: dict = field(default_factory=dict)  # prefill time and forwards
@@ -103,4 +104,5 @@ class Result:
     def to_dict(self) -> dict:
         return {"algorithm": self.algorithm, "text": self.text, "prompt_ids": self.prompt_ids,
                 "token_ids": self.token_ids, "stop_reason": self.stop_reason, "settings": self.settings,
-                "metrics": self.metrics, "prefill": self.prefill, "rounds": [r.to_dict() for r in self.rounds]}
+                "metrics": self.metrics.to_dict() if hasattr(self.metrics, "to_dict") else self.metrics,
+                "prefill": self.prefill, "rounds": [r.to_dict() for r in self.rounds]}

@@ -1,7 +1,8 @@
-"""Pictures of a trace: coloured output, the token-boundary view, comparison figures and tables.
+"""Pictures of a trace: coloured output, the token-boundary view, the summary table and badges.
 
-Pure functions from :class:`~hsd.trace.Round` / :class:`~hsd.trace.Result` to HTML strings,
-plotly figures and pandas DataFrames, so the app, notebooks and tests share them (no gradio here).
+Pure functions from :class:`~hsd.trace.Round` / :class:`~hsd.trace.Result` to HTML strings and
+pandas DataFrames, so the app, notebooks and tests share them (no gradio here). The plotly figures
+live in :mod:`hsd.figures` (re-exported here).
 
 Text is stored as bytes (spec §0): a token may be half of a UTF-8 character. Output HTML decodes
 the whole emitted byte stream once and gives each character to the token holding its first byte;
@@ -15,16 +16,17 @@ import html
 import math
 
 import pandas as pd
-import plotly.graph_objects as go
 
+from .algorithms import ALGORITHMS
+from .figures import (ALGORITHM_COLORS, SPLIT_COLORS, acceptance_histogram_figure,  # noqa: F401  (re-exported)
+                      bench_figures, expected_speedup, position_acceptance_figure, predicted, rounds_figure,
+                      scale_figure, speedup_figure, time_split_figure, tokens_time_figure)
+from .metrics import Metrics
 from .trace import Result, Round
 
 COLORS = {"accepted": "#22c55e", "corrected": "#f97316", "bonus": "#3b82f6", "rejected": "#9ca3af",
           "target": None}
 OUTCOME_COLORS = {"accepted": "#22c55e", "rejected": "#ef4444", "unverified": "#9ca3af"}
-ALGORITHM_COLORS = {"ar": "#6b7280", "sd": "#8b5cf6", "slem": "#0ea5e9", "tli": "#f59e0b", "slrs": "#ec4899"}
-SPLIT_COLORS = {"draft": "#0ea5e9", "convert": "#f59e0b", "verify": "#6366f1", "other": "#9ca3af"}
-PROPOSAL_SYMBOL = {"sd": "q", "tli": "q′", "slrs": "ψ", "slem": None}
 LEGEND_TEXT = {"accepted": "accepted draft", "corrected": "target's correction", "bonus": "bonus token",
                "target": "target token (AR)", "rejected": "rejected draft"}
 MONO = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
@@ -137,6 +139,25 @@ def output_html(rounds: list[Round], *, show_rejected: bool = True, special_text
     return (legend_html(labels) if legend else "") + box
 
 
+# ----------------------------------------------------------------------------- one run
+
+def run_summary(result: Result, device: str = "") -> str:
+    """One Markdown line: tokens, rounds, tokens/s, τ, acceptance, why it stopped, where it ran."""
+    m = Metrics.of(result.metrics)
+    return (f"**{result.algorithm}**: {m.new_tokens} tokens in {m.rounds} rounds, {m.tokens_per_s or 0:.1f} "
+            f"tokens/s, τ = {m.mean_accepted_length:.2f}"
+            + (f", acceptance {m.acceptance_rate:.0%}" if m.acceptance_rate is not None else "")
+            + f" · stopped by {result.stop_reason} · {device}, {result.settings['dtype']}")
+
+
+def interesting_round(rounds: list[Round]) -> int:
+    """A round worth showing first: some drafts accepted and one rejected; else the first with a draft."""
+    for r in rounds:
+        if r.n_accepted and any(p.outcome == "rejected" for p in r.positions):
+            return r.index
+    return next((r.index for r in rounds if r.proposed), 0)
+
+
 # ----------------------------------------------------------------------------- token-boundary view
 
 def _columns(draft: bytes, spans_a, spans_b):
@@ -223,7 +244,8 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
     d_cuts = {min(s.start, len(draft)) for s in rnd.drafted} | {min(s.end, len(draft)) for s in rnd.drafted}
     t_cuts = {min(s.start, len(draft)) for s in rnd.proposed} | {min(s.end, len(draft)) for s in rnd.proposed}
     t_cuts.add(rnd.lag)
-    symbol = PROPOSAL_SYMBOL.get(algorithm, "q")
+    spec = ALGORITHMS.get(algorithm)
+    symbol = spec.proposal_symbol if spec else "q"
     sd, st = special_drafter or {}, special_target or {}
     cell = "padding:4px 8px;text-align:center;vertical-align:top;white-space:nowrap;border:none"
     head = f'{cell};text-align:right;font-weight:600;opacity:0.8;font-family:sans-serif;font-size:0.75em'
@@ -248,7 +270,7 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
             return _piece_text(draft, span.start, span.end)[0]
         return f"⟨{specials.get(span.id, 'special')}⟩"
 
-    drafted_symbol = "q′" if algorithm == "tli" else "q"  # what the drafter sampled each token from
+    drafted_symbol = spec.draft_symbol if spec else "q"  # what the drafter sampled each token from
     drafted_row = token_row(rnd.drafted, d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"),
                             lambda s: label(s, sd),
                             lambda s: f"id {s.id}" + ("" if s.prob is None else f"<br>{drafted_symbol} {s.prob:.2f}"))
@@ -314,150 +336,29 @@ Drafter tokens dropped from its cache: {rnd.drafter_dropped}.{costs} Time: {time
 </div>"""
 
 
-# ----------------------------------------------------------------------------- comparison figures
-
-def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
-    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template="plotly_white", height=380,
-                      margin=dict(l=60, r=20, t=60, b=50), legend=dict(orientation="h", y=-0.2), font=dict(size=14))
-    return fig
-
-
-def _color(name: str) -> str:
-    return ALGORITHM_COLORS.get(name, "#334155")
-
-
-def _mean_per_round(result: Result, key: str) -> float:
-    return result.metrics["time_split_s"][key] / max(1, result.metrics["rounds"])
-
-
-def expected_speedup(result: Result, ar: Result) -> float | None:
-    """Theoretical speedup of a speculative run over AR, from its measured acceptance and costs.
-
-    With per-position acceptance rate ``a`` and ``k`` proposed target tokens per round, the expected
-    tokens per round is ``E = (1 - a^(k+1)) / (1 - a)`` (``k + 1`` when ``a = 1``; Leviathan et al.
-    2023, eq. 1). The cost of a round, in units of one AR step (AR seconds per token, measured in the
-    same run), is ``k·c_draft + c_verify``: ``k·c_draft`` is the round's measured drafting time and
-    ``c_verify`` everything else in the round (verification forward, conversion, bookkeeping).
-    Expected speedup = ``E / (k·c_draft + c_verify)``. It differs from the measured speedup when
-    acceptances are not independent of position, and through the prefill (TTFT) left out of both.
-    """
-    m, am = result.metrics, ar.metrics
-    if not m.get("rounds") or m.get("acceptance_rate") is None or not am.get("tokens_per_s"):
-        return None
-    a, k = m["acceptance_rate"], m["proposed"] / m["rounds"]
-    tokens = k + 1 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
-    step = 1.0 / am["tokens_per_s"]
-    draft = _mean_per_round(result, "draft") / step
-    rest = sum(_mean_per_round(result, key) for key in ("convert", "verify", "other")) / step
-    cost = draft + rest
-    return tokens / cost if cost > 0 else None
-
-
-def speedup_figure(results: dict[str, Result], device: str = "") -> go.Figure:
-    """Measured speedup over AR (filled bars), the theoretical expected speedup beside each (hatched bars)."""
-    ar = results.get("ar")
-    names = [n for n in results if n != "ar"]
-    fig = go.Figure()
-    if ar is None or not ar.metrics.get("tokens_per_s"):
-        return _layout(fig, "Speedup over AR (needs an AR run)", "algorithm", "× AR tokens/s")
-    measured = [(results[n].metrics["tokens_per_s"] or 0) / ar.metrics["tokens_per_s"] for n in names]
-    theory = [expected_speedup(results[n], ar) for n in names]
-    colors = [_color(n) for n in names]
-    fig.add_bar(x=names, y=measured, name="measured", marker_color=colors,
-                text=[f"{v:.2f}×" for v in measured], textposition="outside")
-    fig.add_bar(x=names, y=theory, name="expected from measured acceptance and costs",
-                marker=dict(color="white", line=dict(color=colors, width=3), pattern=dict(shape="/", fgcolor=colors)),
-                text=[f"{v:.2f}×" if v is not None else "" for v in theory], textposition="outside")
-    fig.update_layout(barmode="group")
-    fig.add_hline(y=1.0, line_dash="dash", line_color="#6b7280", annotation_text="AR = 1×")
-    title = "Speedup over AR, measured in this run" + (f"<br><sup>{_esc(device)}</sup>" if device else "")
-    return _layout(fig, title, "algorithm", "× AR tokens/s")
-
-
-def tokens_time_figure(results: dict[str, Result]) -> go.Figure:
-    """Cumulative emitted tokens against wall time since the call started, one line per run."""
-    fig = go.Figure()
-    for name, res in results.items():
-        xs, ys, n = [0.0], [0], 0
-        for r in res.rounds:
-            n += len(r.emitted)
-            xs.append(r.t_end)
-            ys.append(n)
-        fig.add_scatter(x=xs, y=ys, name=name, mode="lines", line=dict(shape="hv", width=3, color=_color(name)))
-    return _layout(fig, "Tokens against wall time", "seconds since the call started", "tokens emitted")
-
-
-def acceptance_histogram_figure(results: dict[str, Result]) -> go.Figure:
-    """Share of rounds that accepted 0, 1, 2, ... drafted tokens."""
-    fig = go.Figure()
-    for name, res in results.items():
-        hist = res.metrics.get("acceptance_histogram") or []
-        if name == "ar" or not hist or not sum(hist):
-            continue
-        total = sum(hist)
-        fig.add_bar(x=list(range(len(hist))), y=[h / total for h in hist], name=name, marker_color=_color(name))
-    fig.update_layout(barmode="group")
-    return _layout(fig, "Accepted drafted tokens per round", "accepted in the round", "share of rounds")
-
-
-def position_acceptance_figure(results: dict[str, Result]) -> go.Figure:
-    """Acceptance at draft position i, among rounds that proposed at least i tokens."""
-    fig = go.Figure()
-    for name, res in results.items():
-        per = res.metrics.get("per_position_acceptance") or []
-        if name == "ar" or not per:
-            continue
-        fig.add_scatter(x=list(range(1, len(per) + 1)), y=per, name=name, mode="lines+markers",
-                        line=dict(width=3, color=_color(name)), marker=dict(size=9))
-    fig.update_yaxes(range=[0, 1.05])
-    return _layout(fig, "Acceptance by draft position", "position in the draft", "acceptance rate")
-
-
-def time_split_figure(results: dict[str, Result]) -> go.Figure:
-    """Mean milliseconds per round spent drafting, converting, verifying and elsewhere."""
-    fig = go.Figure()
-    names = list(results)
-    for key, color in SPLIT_COLORS.items():
-        fig.add_bar(x=names, y=[1000 * _mean_per_round(results[n], key) for n in names], name=key, marker_color=color)
-    fig.update_layout(barmode="stack")
-    return _layout(fig, "Time per round", "algorithm", "ms per round")
-
-
-def rounds_figure(rounds: list[Round], title: str = "Rounds") -> go.Figure:
-    """One run: time split of every round (stacked bars) and tokens emitted per round (line, right axis)."""
-    fig = go.Figure()
-    xs = [r.index for r in rounds]
-    for key, color in SPLIT_COLORS.items():
-        fig.add_bar(x=xs, y=[1000 * getattr(r, "t_" + key) for r in rounds], name=key, marker_color=color)
-    fig.add_scatter(x=xs, y=[len(r.emitted) for r in rounds], name="tokens emitted", yaxis="y2", mode="lines+markers",
-                    line=dict(color="#111827", width=2))
-    fig.update_layout(barmode="stack", yaxis2=dict(title="tokens", overlaying="y", side="right", rangemode="tozero"))
-    return _layout(fig, title, "round", "ms")
-
-
 # ----------------------------------------------------------------------------- tables and badge
 
-SUMMARY_COLUMNS = ["algorithm", "tokens", "tokens/s", "speedup", "expected speedup", "TTFT (ms)", "TPOT (ms)", "τ",
+SUMMARY_COLUMNS = ["algorithm", "tokens", "tokens/s", "speedup", "predicted speedup", "TTFT (ms)", "TPOT (ms)", "τ",
                    "acceptance rate", "target forwards", "drafter forwards", "lossless (T=0)"]
 
 
 def summary_table(results: dict[str, Result]) -> pd.DataFrame:
     """One row per run, with names production engines use (τ = mean accepted length per target forward)."""
     ar = results.get("ar")
-    ar_tps = ar.metrics.get("tokens_per_s") if ar else None
+    ar_tps = Metrics.of(ar.metrics).tokens_per_s if ar else None
     same = lossless(results)
     rows = []
     for name, res in results.items():
-        m = res.metrics
+        m = Metrics.of(res.metrics)
         ms = lambda x: None if x is None else round(1000 * x, 2)  # noqa: E731
         rnd = lambda x, d=3: None if x is None else round(x, d)  # noqa: E731
         rows.append({
-            "algorithm": name, "tokens": m["new_tokens"], "tokens/s": rnd(m["tokens_per_s"], 1),
-            "speedup": rnd(m["tokens_per_s"] / ar_tps, 2) if ar_tps and m["tokens_per_s"] else None,
-            "expected speedup": rnd(expected_speedup(res, ar), 2) if ar and name != "ar" else None,
-            "TTFT (ms)": ms(m["ttft_s"]), "TPOT (ms)": ms(m["tpot_s"]), "τ": rnd(m["mean_accepted_length"], 2),
-            "acceptance rate": rnd(m["acceptance_rate"]), "target forwards": m["target_forwards"],
-            "drafter forwards": m["drafter_forwards"],
+            "algorithm": name, "tokens": m.new_tokens, "tokens/s": rnd(m.tokens_per_s, 1),
+            "speedup": rnd(m.tokens_per_s / ar_tps, 2) if ar_tps and m.tokens_per_s else None,
+            "predicted speedup": rnd(predicted(res, ar), 2) if ar and name != "ar" else None,
+            "TTFT (ms)": ms(m.ttft_s), "TPOT (ms)": ms(m.tpot_s), "τ": rnd(m.mean_accepted_length, 2),
+            "acceptance rate": rnd(m.acceptance_rate), "target forwards": m.target_forwards,
+            "drafter forwards": m.drafter_forwards,
             "lossless (T=0)": {True: "yes", False: "NO"}.get(same.get(name), "—"),
         })
         if "psi_forwards" in m:  # SLRS: the cost of computing psi (spec §4)

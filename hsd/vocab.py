@@ -237,6 +237,17 @@ class Vocab:
         return ids, pos
 
 
+@dataclass(frozen=True)
+class IntersectionMaps:
+    """Which drafter ids TLI may draft (``allowed``, the intersection plus the mapped EOS), and the scatter
+    of the drafter's ``q'`` into target ids: drafter ids ``src`` add into target ids ``dst``."""
+
+    allowed: torch.Tensor  # (n_drafter,) bool
+    src: torch.Tensor  # drafter ids in the intersection
+    dst: torch.Tensor  # their target ids
+    drafter_to_target: list[int]  # every drafter id's target id, -1 outside the intersection
+
+
 @dataclass
 class PairVocab:
     """How a drafter vocabulary relates to a target vocabulary (spec §1 'shared', §3 intersection)."""
@@ -248,10 +259,19 @@ class PairVocab:
     drafter_size: int
     special_map: dict[str, tuple[int | None, int | None]]  # role -> (target id, drafter id)
 
-    @property
-    def drafter_mask(self) -> torch.Tensor:
-        """Drafter ids that TLI may draft: the intersection plus the mapped EOS."""
-        return self.drafter_to_target >= 0
+    _maps: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def intersection_maps(self, n_drafter: int, n_target: int, drafter_device, target_device) -> "IntersectionMaps":
+        """TLI's tables (spec §3) for drafter and target logits cut to ``n_drafter`` / ``n_target``, on the
+        models' devices; built once per pair and devices."""
+        key = (n_drafter, n_target, str(drafter_device), str(target_device))
+        if key not in self._maps:
+            d2t = self.drafter_to_target[:n_drafter]
+            allowed = (d2t >= 0) & (d2t < n_target)
+            src = allowed.nonzero().squeeze(-1)
+            self._maps[key] = IntersectionMaps(allowed.to(drafter_device), src.to(drafter_device),
+                                               d2t[src].to(target_device), d2t.tolist())
+        return self._maps[key]
 
     @classmethod
     def build(cls, target: Vocab, drafter: Vocab) -> "PairVocab":

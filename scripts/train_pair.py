@@ -629,27 +629,7 @@ def sample_completions(model, tok, max_new):
     return outs
 
 
-def machine_info():
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info = dict(cpu=cpu, cpu_count=os.cpu_count(), torch=torch.__version__, python=platform.python_version(),
-                platform=platform.platform())
-    try:
-        import tokenizers
-        import transformers
-        info.update(transformers=transformers.__version__, tokenizers=tokenizers.__version__)
-    except Exception:
-        pass
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
-    return info
-
+from hsd.machine import host_info as machine_info  # noqa: E402  (also read by resumable.py)
 
 from model_card import BLURB, MEAS, front_matter  # noqa: E402  (scripts/ is on sys.path)
 

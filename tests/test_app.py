@@ -130,8 +130,8 @@ def test_launched_app_through_gradio_client(model_dirs):
 
 
 def test_a_model_too_large_for_the_machine_is_refused_before_loading(model_dirs, monkeypatch):
-    monkeypatch.setattr(app, "_hub_params", lambda name: (70_000_000_000, "70 B parameters"))
-    monkeypatch.setattr(app, "_available_bytes", lambda device: 16 * 2**30)
+    monkeypatch.setattr(app.planning, "hub_params", lambda name: (70_000_000_000, "70 B parameters"))
+    monkeypatch.setattr(app.planning, "available_bytes", lambda device: 16 * 2**30)
     status = list(app.run("meta-llama/Llama-3.1-70B", model_dirs["drafter"], "slem", "x", 0, 0, 1.0, 4, 4, 0))[-1][0]
     assert "ResourceLimitError" in status and "GB" in status and "free" in status
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from ..sampling import pick
 from ..session import Session
 from ..trace import Round
-
-NEEDS_DRAFTER = False
+from .contract import Algorithm
 
 
 def step(s: Session) -> Round:
@@ -18,3 +17,9 @@ def step(s: Session) -> Round:
     rnd.target_forwards = 1
     rnd.t_verify = s.clock.split()
     return rnd
+
+
+ALGORITHM = Algorithm(
+    "ar", step, needs_drafter=False, proposal_symbol=None, advised=False,
+    about="**AR** — plain autoregressive decoding: one target forward per token. The baseline every speedup is "
+          "measured against, timed by the same loop.")

@@ -10,9 +10,9 @@ import torch
 
 from .. import verify
 from ..session import Session
-from ..trace import Round, Span
-
-NEEDS_DRAFTER = True
+from ..trace import Round
+from .common import draft, place_drafted, spans
+from .contract import Algorithm
 
 
 def step(s: Session) -> Round:
@@ -21,10 +21,7 @@ def step(s: Session) -> Round:
     k = min(s.settings.lookahead, s.settings.max_new_tokens - s.n_generated)
     rnd.t_other = s.clock.split()
     # 1. Draft k tokens d_i ~ q(. | x, d_<i).
-    before = d.runner.forwards
-    drafted, q = d.draft(k, s.settings.drafter_sampling, s.rng)
-    rnd.drafter_forwards = d.runner.forwards - before
-    rnd.t_draft = s.clock.split()
+    drafted, q = draft(rnd, s, k)
     q_target = torch.zeros(len(drafted), s.pair.target.n_logits, device=s.target.device)
     width = min(q.shape[-1], q_target.shape[-1])
     q_target[:, :width] = q[:, :width].to(q_target.device)
@@ -34,7 +31,10 @@ def step(s: Session) -> Round:
     s.commit(rnd, drafted[:v.n_accepted], v.token, v.label)
     rnd.target_forwards = 1
     rnd.t_verify = s.clock.split()
-    _record(rnd, s, drafted, q, v.positions)
+    place_drafted(rnd, s.vocab.tokens, drafted, q)
+    rnd.proposed = spans(s.vocab.tokens, drafted, probs=[position.q for position in v.positions])
+    rnd.rejected = rnd.draft[sum(len(s.vocab.tokens[t] or b"") for t in drafted[:rnd.n_accepted]):]
+    rnd.positions = v.positions
     d.ids = list(s.ids)
     before = len(d.runner)
     d.runner.sync_to(d.ids)
@@ -43,15 +43,17 @@ def step(s: Session) -> Round:
     return rnd
 
 
-def _record(rnd: Round, s: Session, drafted, q, positions) -> None:
-    toks = s.vocab.tokens
-    pos = 0
-    for i, t in enumerate(drafted):
-        b = toks[t] or b""
-        rnd.drafted.append(Span(t, pos, pos + len(b), float(q[i, t])))
-        rnd.proposed.append(Span(t, pos, pos + len(b), positions[i].q))
-        pos += len(b)
-    rnd.draft = b"".join(toks[t] or b"" for t in drafted)
-    accepted = sum(len(toks[t] or b"") for t in drafted[:rnd.n_accepted])
-    rnd.rejected = rnd.draft[accepted:]
-    rnd.positions = positions
+def _requires(pair) -> str | None:
+    pv = pair.vocab
+    if not pv.shared:
+        return (f"'sd' needs a shared vocabulary, but these tokenizers differ ({pv.intersection_size} byte strings "
+                "in common). Use 'slem' or 'tli', which work across vocabularies.")
+    return None
+
+
+ALGORITHM = Algorithm(
+    "sd", step, requires=_requires, proposal_symbol="q", draft_symbol="q",
+    drafter_prompt=lambda target_ids, encode: target_ids,  # one vocabulary: the drafter reads the target's ids
+    about="**SD** — standard speculative decoding (Leviathan et al. 2023): the drafter proposes k tokens, the target "
+          "checks them in one forward and accepts each with probability min(1, p/q); a rejection is replaced by a "
+          "sample from the residual max(0, p − q). Needs a **shared vocabulary**.")

@@ -287,3 +287,18 @@ def _record(rnd: Round, s: Session, slots: list[_Slot], psi_seconds: float) -> N
         psi_seconds=psi_seconds,
         slrs_positions=detail,
     )
+
+
+# --------------------------------------------------------------------------------- the contract (registry)
+
+from .contract import Algorithm  # noqa: E402
+
+ALGORITHM = Algorithm(
+    "slrs", step, proposal_symbol="ψ", draft_symbol="q",
+    ideal_drafted=lambda rnd: rnd.drafter_forwards,  # ψ needs extra drafter forwards by design
+    summed_extra=("psi_paths", "psi_forwards", "psi_evaluations", "psi_seconds", "residual_draws"),
+    options=("slrs_max_paths", "slrs_max_forwards"), advised=False,
+    about="**SLRS** — string-level rejection sampling ([paper](https://arxiv.org/abs/2502.05202), Alg. 3): "
+          "rejection sampling on the target token, where the proposal probability ψ(t) sums every drafter path "
+          "that spells t. Accepts the most when sampling, but computing ψ costs many drafter forwards; this app "
+          "shows that cost.")

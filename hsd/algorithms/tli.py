@@ -12,43 +12,26 @@ import torch
 
 from .. import verify
 from ..session import Session
-from ..trace import Round, Span
-from .slem import close_round, place_drafted
+from ..trace import Round
+from .common import close_round, draft, place_drafted, spans
+from .contract import Algorithm
 
-NEEDS_DRAFTER = True
-
-
-def _maps(s: Session):
-    """Per call: the drafter mask, and which drafter ids scatter into which target ids."""
-    if "tli" not in s.scratch:
-        d2t = s.pair.vocab.drafter_to_target[:s.drafter.model.n_logits]
-        allowed = (d2t >= 0) & (d2t < s.pair.target.n_logits)
-        src = allowed.nonzero().squeeze(-1)
-        s.scratch["tli"] = (allowed.to(s.drafter.runner.device), src.to(s.drafter.runner.device),
-                            d2t[src].to(s.target.device), d2t.tolist())
-    return s.scratch["tli"]
+PAPER = "https://arxiv.org/abs/2502.05202"
 
 
 def step(s: Session) -> Round:
     rnd = Round(len(s.rounds))
     d = s.drafter
     k = min(s.settings.lookahead, s.settings.max_new_tokens - s.n_generated)
-    allowed, src, dst, d2t = _maps(s)
+    maps = s.pair.vocab.intersection_maps(d.model.n_logits, s.pair.target.n_logits, d.runner.device, s.target.device)
     rnd.t_other = s.clock.split()
     # 2. Draft from q' (drafter restricted to the intersection, renormalised).
-    before = d.runner.forwards
-    drafted, q = d.draft(k, s.settings.drafter_sampling, s.rng, allowed=allowed)
-    rnd.drafter_forwards = d.runner.forwards - before
-    rnd.t_draft = s.clock.split()
+    drafted, q = draft(rnd, s, k, allowed=maps.allowed)
     place_drafted(rnd, d.model.vocab.tokens, drafted, q)
-    proposal = [d2t[t] for t in drafted]
+    proposal = [maps.drafter_to_target[t] for t in drafted]
     q_target = torch.zeros(len(drafted), s.pair.target.n_logits, device=s.target.device)
-    q_target.scatter_add_(1, dst.expand(len(drafted), -1), q[:, src].to(s.target.device))
-    pos = 0
-    for t in proposal:
-        b = s.vocab.tokens[t] or b""
-        rnd.proposed.append(Span(t, pos, pos + len(b)))
-        pos += len(b)
+    q_target.scatter_add_(1, maps.dst.expand(len(drafted), -1), q[:, maps.src].to(s.target.device))
+    rnd.proposed = spans(s.vocab.tokens, proposal)
     rnd.t_convert = s.clock.split()
     # 3. Standard speculative sampling against q'.
     p = s.target_probs(proposal)
@@ -62,3 +45,18 @@ def step(s: Session) -> Round:
     # 4. Emitted tokens outside the intersection reach the drafter by re-encoding their text.
     close_round(rnd, s, drafted, proposal)
     return rnd
+
+
+def _requires(pair) -> str | None:
+    if pair.vocab.intersection_size == 0:
+        return ("'tli' drafts only tokens both vocabularies share, and these share none. Use 'slem', or a drafter "
+                "whose tokenizer overlaps the target's.")
+    return None
+
+
+ALGORITHM = Algorithm(
+    "tli", step, requires=_requires, proposal_symbol="q′", draft_symbol="q′",
+    about=f"**TLI** — token-level intersection ([paper]({PAPER}), Alg. 4): the drafter may only draft tokens whose "
+          "bytes the target also has (q′ = q restricted to the intersection, renormalised); then standard "
+          "rejection sampling with q′. Beats SLEM when sampling if the drafter puts most of its mass on shared "
+          "tokens; collapses when the intersection is small.")

@@ -1,0 +1,46 @@
+"""Steps several algorithms share: drafting with its bookkeeping, placing tokens in the draft string,
+closing a round. No algorithm imports another; they all import from here."""
+
+from __future__ import annotations
+
+import torch
+
+from ..session import Session
+from ..trace import Round, Span
+
+
+def spans(tokens, ids: list[int], start: int = 0, probs: list[float | None] | None = None) -> list[Span]:
+    """``ids`` placed one after another in the draft string from byte ``start``: each token's span."""
+    out, pos = [], start
+    for i, t in enumerate(ids):
+        b = tokens[t] or b""
+        out.append(Span(t, pos, pos + len(b), probs[i] if probs is not None else None))
+        pos += len(b)
+    return out
+
+
+def draft(rnd: Round, s: Session, k: int, allowed: torch.Tensor | None = None) -> tuple[list[int], torch.Tensor]:
+    """Up to ``k`` drafter tokens (:meth:`DrafterContext.draft`), their forwards and time recorded on ``rnd``."""
+    d = s.drafter
+    before = d.runner.forwards
+    drafted, q = d.draft(k, s.settings.drafter_sampling, s.rng, allowed=allowed)
+    rnd.drafter_forwards = d.runner.forwards - before
+    rnd.t_draft = s.clock.split()
+    return drafted, q
+
+
+def place_drafted(rnd: Round, tokens, drafted: list[int], q) -> bytes:
+    """Record the drafted tokens with their byte spans in the draft string; return the string."""
+    rnd.drafted = spans(tokens, drafted, probs=[float(q[i, t]) for i, t in enumerate(drafted)])
+    rnd.draft = b"".join(tokens[t] or b"" for t in drafted)
+    return rnd.draft
+
+
+def close_round(rnd: Round, s: Session, drafted: list[int], proposal: list[int]) -> None:
+    """Record the rejected remainder and bring the drafter's context up to the emitted text."""
+    toks = s.vocab.tokens
+    accepted = rnd.lag + sum(len(toks[t] or b"") for t in proposal[:rnd.n_accepted])
+    rnd.rejected = rnd.draft[accepted:]
+    events, rnd.drafter_dropped = s.drafter.sync(bytes(s.generated), drafted)
+    rnd.events += events
+    rnd.t_convert += s.clock.split()

@@ -1,0 +1,97 @@
+"""Before loading: what a target and a drafter name, how large they are, and whether they fit.
+
+Interactive front ends (the app) name models by Hub id, local directory, or a path relative to the
+repository (the embedded pair); :func:`resolve_name` checks the name without touching the network,
+:func:`plan_load` says what will be loaded from the Hub's metadata and refuses a pair that cannot fit in
+the device's free memory, before anything is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from .errors import ModelNotFoundError, ResourceLimitError
+from .loading import embedded_path, is_loaded, resolve_device, resolve_dtype
+from .machine import device_name
+
+HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+
+def resolve_name(name: str | None) -> str:
+    """A model name as :func:`hsd.load_pair` takes it: ``assets/...`` names the embedded pair wherever hsd is
+    installed; anything else must be a Hub id (owner/name) or an existing directory. ``""`` stays ``""``."""
+    name = (name or "").strip()
+    if embedded_path(name) is not None:
+        return str(embedded_path(name))
+    if name and not Path(name).expanduser().is_dir() and not HUB_ID.match(name):
+        hint = (" The embedded pair is made by scripts/train_pair.py (see docs/embedded-pair.md)."
+                if "tiny-code" in name else "")
+        raise ModelNotFoundError(f"{name!r} is neither a local model directory nor a Hub id (owner/name).{hint}")
+    return name
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Free memory on ``device`` (a GPU's free memory, or the host's available memory); ``None`` if unknown."""
+    try:
+        if device.type == "cuda":
+            return torch.cuda.mem_get_info(device)[0]
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, RuntimeError):  # RuntimeError: CUDA not usable here (ZeroGPU outside a GPU call)
+        pass
+    return None
+
+
+def hub_params(name: str) -> tuple[int | None, str]:
+    """Parameter count from the Hub's safetensors metadata, and a note; never raises."""
+    if Path(name).is_dir():
+        size = sum(p.stat().st_size for p in Path(name).glob("*.safetensors"))
+        return None, f"local directory, {size / 1e6:.1f} MB of weights"
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return None, "Hub offline (HF_HUB_OFFLINE): will use the local Hugging Face cache"
+    try:
+        from huggingface_hub import model_info
+
+        info = model_info(name, timeout=6)
+    except Exception as exc:  # noqa: BLE001 - unreachable Hub, unknown id, gated metadata...
+        kind = type(exc).__name__
+        if "RepositoryNotFound" in kind:
+            return None, "not found on the Hub"
+        return None, f"Hub not reachable ({kind}): will try the local Hugging Face cache"
+    params = getattr(getattr(info, "safetensors", None), "total", None)
+    gated = " · gated: needs an accepted licence and HF_TOKEN" if getattr(info, "gated", False) else ""
+    return params, (f"{params / 1e9:.2f} B parameters" if params else "parameter count unknown") + gated
+
+
+def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "auto") -> str:
+    """What will be loaded (from the Hub's metadata when reachable), as Markdown; refuses what cannot fit.
+
+    ``target`` and ``drafter`` are resolved names (:func:`resolve_name`); a model already in
+    :mod:`hsd.loading`'s cache is neither looked up nor counted again.
+    """
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
+    width = torch.finfo(torch_dtype).bits // 8
+    lines, total = [], 0
+    for role, name in (("target", target), ("drafter", drafter)):
+        if not name:
+            continue
+        if is_loaded(name, device=device, dtype=dtype):
+            lines.append(f"- **{role}** `{name}`: already loaded")
+            continue
+        params, note = hub_params(name)
+        if params:
+            total += params * width
+            note += f", ≈{params * width / 1e9:.1f} GB in {str(torch_dtype).replace('torch.', '')}"
+        lines.append(f"- **{role}** `{name}`: {note}")
+    free = available_bytes(dev)
+    if free and total > 0.9 * free:
+        raise ResourceLimitError(
+            f"These models need about {total / 1e9:.1f} GB but {dev.type} has {free / 1e9:.1f} GB free: choose a "
+            "smaller pair, dtype bfloat16, or a machine with more memory.")
+    return "\n".join(lines + [f"- device: {device_name(dev)}"])
