@@ -288,3 +288,16 @@ def test_greedy_identity_on_real_tokenizer_pairs(index):
         emitted += len(res.token_ids)
     assert not mismatches, mismatches[:3]
     assert accepted / emitted > 0.4  # the oracle's drafts are mostly accepted
+
+
+def test_round_view_shows_bottom_proposals_and_the_psi_cost():
+    from hsd import viz
+
+    pair = bigram("shared", pad=16)
+    for seed in range(20):
+        res = hsd.generate(pair, PROMPT, algorithm="slrs", max_new_tokens=12, temperature=1.0, seed=seed, slrs_max_paths=3)
+        rnd = next((r for r in res.rounds if any(p.bottom == "heavy" for p in r.positions)), None)
+        if rnd is not None:
+            break
+    html = viz.round_html(rnd, algorithm="slrs")
+    assert "⊥: heavy" in html and "⊥ " in html and "ψ cost:" in html and "heavy." in html
