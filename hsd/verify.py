@@ -2,7 +2,7 @@
 
 Two rules, both lossless:
 
-* :func:`rejection` (spec §1 steps 3–4; TLI §3 step 3; SLRS §4 step 3): accept proposal ``t_i``
+* :func:`rejection` (spec §1 steps 3–4; TLI §3 step 3): accept proposal ``t_i``
   with probability ``min(1, p_i(t_i) / q_i(t_i))``; at the first rejection emit a token from the
   residual ``max(0, p_i - q_i)``; if all pass, a bonus token from ``p_{m+1}``.
 * :func:`sequential_rejection` (SLRS §4 step 3): the same rule when the proposal probability is
@@ -11,7 +11,8 @@ Two rules, both lossless:
 * :func:`exact_match` (SLEM §2 step 4): draw the target's own token ``u_j ~ p_j``; keep going while
   it equals the proposal; the first mismatch is emitted as the correction; bonus if all match.
 
-Inputs are tensors on the target's device; one host synchronisation per call.
+Inputs are tensors on the target's device; one host synchronisation per call (per verified position
+for :func:`sequential_rejection`).
 """
 
 from __future__ import annotations
@@ -111,7 +112,9 @@ def sequential_rejection(p: torch.Tensor, proposal: list[int], q_of: Callable[[i
         pt = float(p[n, t]) if t >= 0 else 0.0
         qt = q_of(n, t) if t >= 0 else 0.0
         a = min(1.0, pt / qt) if qt > 0 else 0.0
-        p_t.append(pt), q_t.append(qt), accept.append(a)
+        p_t.append(pt)
+        q_t.append(qt)
+        accept.append(a)
         if not float(rng.uniform(1, p.device)[0]) < a:
             break
         n += 1

@@ -204,8 +204,8 @@ def step(s: Session) -> Round:
     rnd.positions = verdict.positions
     for j, (slot, pos) in enumerate(zip(slots, rnd.positions)):
         pos.token, pos.paths = slot.raw, slot.enum.paths
-        pos.bottom = _why_bottom(slot, pos, support(j) if pos.outcome != "unverified" else None)
-    s.commit(rnd, [t for t in proposal[:verdict.n_accepted]], verdict.token, verdict.label)
+        pos.bottom = _why_bottom(slot, support(j) if pos.outcome != "unverified" else None)
+    s.commit(rnd, proposal[:verdict.n_accepted], verdict.token, verdict.label)
     rnd.target_forwards = 1
     psi_seconds = sum(slot.seconds for slot in slots)
     rnd.t_verify = s.clock.split() - psi_seconds
@@ -219,7 +219,8 @@ def step(s: Session) -> Round:
     return rnd
 
 
-def _why_bottom(slot: _Slot, pos, support: list[int] | None) -> str:
+def _why_bottom(slot: _Slot, support: list[int] | None) -> str:
+    """Why a position's proposal was ⊥ (``Position.bottom``), "" if it was not."""
     if slot.blocked:
         return "context full"
     if slot.raw == BOTTOM:
