@@ -164,6 +164,17 @@ def test_path_counts_of_the_embedded_pair():
         assert sp[space_run] > slrs.MAX_PATHS
 
 
+def test_compatibility_report_states_slrs_cost_before_anything_runs():
+    from hsd.report import compatibility_report, format_report, slrs_cost
+
+    sp, by = slrs_cost(tiny_code("tiny-code")), slrs_cost(tiny_code("tiny-code-bytes"))
+    assert 0 < sp["heavy_share"] < 0.5 and sp["paths_max"] > sp["paths_p99"] > sp["paths_median"]
+    assert "byte-level drafter" in sp["recommendation"]
+    assert by["heavy_share"] == 0 and by["paths_max"] <= 3 * 45 and "exact on all" in by["recommendation"]
+    text = format_report(compatibility_report(tiny_code("tiny-code")))
+    assert "slrs cost" in text and f"heavy at slrs_max_paths=4096: {sp['heavy_share']:.1%}" in text
+
+
 def test_batched_drafter_forwards_match_sequential():
     """The ψ batch (a snapshot of the prefix's KV cache expanded to the batch) gives the drafter's own
     distributions, and so does the fallback that recomputes whole sequences."""
