@@ -90,8 +90,8 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
            slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None) -> Iterator[Round | Result]:
     """Run one generation, yielding each :class:`Round` as it completes, then the :class:`Result`.
 
-    ``slrs_max_paths`` (drafter paths per ψ) and ``slrs_max_forwards`` (drafter forwards per round) bound
-    SLRS's cost; exceeding one raises :class:`~hsd.errors.ResourceLimitError` (see ``docs/slrs.md``).
+    ``slrs_max_paths`` (drafter paths per ψ; a token needing more is proposed as ⊥) and ``slrs_max_forwards``
+    (drafting forwards per round) bound SLRS's cost without ever stopping a run (see ``docs/slrs.md``).
     """
     called = time.perf_counter()  # TTFT counts from the call, as the paper's harness does
     check_algorithm(pair, algorithm)

@@ -10,7 +10,9 @@ nothing was and the token is an EOS, else ``⊥``.
 :class:`Enumerator` computes ``ψ(t) = P_q(f(s) = t)`` by walking every drafter path that can still
 end with ``f = t``, depth by depth, summing ``q`` along the ones that do. It asks for the drafter
 distributions of all open paths of one depth in a single call (the caller batches them) and
-counts them. Nothing is ever approximated: a computation that would exceed ``max_paths`` raises.
+counts them. Nothing is ever approximated: a computation that would expand more than ``max_paths``
+paths stops and answers ``None`` (the token is *heavy*; SLRS then proposes ``⊥`` instead of it, see
+``docs/slrs.md``), after asking for at most ``max_paths`` drafter distributions.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .errors import ResourceLimitError
 from .trie import BOTTOM, DrafterTrie, TargetTrie
 
 # States: -(i+1) while the string is the first i bytes of ``lag``; a target-trie node id (>= 0) after.
@@ -90,8 +91,9 @@ class Enumerator:
         self.cost: dict[int, int] = {}  # paths expanded for each ψ(t) computed
         self.memo: dict[int, float] = {}
 
-    def psi(self, t: int) -> float:
-        """``ψ(t)`` for a target id, the target's EOS, or ``BOTTOM``."""
+    def psi(self, t: int) -> float | None:
+        """``ψ(t)`` for a target id, the target's EOS, or ``BOTTOM``; ``None`` if it needs more than
+        ``max_paths`` paths."""
         if t not in self.memo:
             self.memo[t] = self._psi(t)
         return self.memo[t]
@@ -104,26 +106,25 @@ class Enumerator:
             ancestors = {0}
         elif t in target.node:
             ancestors = target.path_to(target.node[t])
-        else:  # BOTTOM, or a target id f never returns (a duplicate spelling, a special token)
+        else:  # BOTTOM: strings with no target token as a prefix
             ancestors = set()
         best = target.best
         return lambda s: s < 0 or s in ancestors or best[s] == t
 
-    def _psi(self, t: int) -> float:
-        relevant = self._relevant(t)
-        if not relevant(self.f.start):
-            self.cost[t] = 0
+    def _psi(self, t: int) -> float | None:
+        target = self.f.target
+        if t != BOTTOM and t not in target.node and t != target.eos:
+            self.cost[t] = 0  # an id f never returns (a duplicate spelling, a special token)
             return 0.0
+        relevant = self._relevant(t)
         splits: dict[int, _Split] = {}
         frontier = [((), self.f.start, 1.0)]
         total, expanded = 0.0, 0
         while frontier:
+            if expanded + len(frontier) > self.max_paths:  # heavy: stop before asking for these rows
+                self.cost[t] = expanded
+                return None
             expanded += len(frontier)
-            if expanded > self.max_paths:
-                raise ResourceLimitError(
-                    f"SLRS would need more than {self.max_paths} drafter paths to compute ψ exactly for one "
-                    "target token (an approximate ψ would not be lossless). Use algorithm='slem' or 'tli', a "
-                    "drafter with shorter tokens (a byte-level drafter), a drafter top_k, or raise slrs_max_paths.")
             self.paths += len(frontier)
             self.largest = max(self.largest, expanded)
             q = self.rows([path for path, _, _ in frontier]).to("cpu", torch.float64)  # sums in float64

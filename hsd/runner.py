@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, PretrainedConfig
@@ -80,6 +81,17 @@ def new_cache(model) -> DynamicCache:
     return cache
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The cache as it was for ``ids``: per layer ``(keys, values, window)`` (``window`` is ``None`` for full
+    attention), or ``None`` when a layer cannot be shared (then :meth:`Runner.forward_paths` recomputes).
+    Neither full-attention nor rewindable-window layers write their tensors in place, so a snapshot stays
+    valid while the runner goes on."""
+
+    ids: tuple[int, ...]
+    layers: list | None
+
+
 class Runner:
     def __init__(self, model: Model):
         self.model = model
@@ -104,6 +116,41 @@ class Runner:
         if self._cuda:
             torch.cuda.synchronize()
         self.ids.extend(ids)
+        self.forwards += 1
+        self.seconds += time.perf_counter() - start
+        return logits
+
+    def snapshot(self) -> Snapshot:
+        """The cache for the tokens it holds now, for batched forwards on top of it later."""
+        kinds = (DynamicLayer, RewindableWindowLayer)
+        n = len(self.ids)
+        layers = self.cache.layers
+        if n and all(type(l) in kinds and l.get_seq_length() == n for l in layers):
+            return Snapshot(tuple(self.ids), [(l.keys, l.values, getattr(l, "sliding_window", None)) for l in layers])
+        return Snapshot(tuple(self.ids), None)
+
+    @torch.inference_mode()
+    def forward_paths(self, snap: Snapshot, paths: list[tuple[int, ...]]) -> torch.Tensor:
+        """Logits after each of ``paths`` (token sequences of one length) fed on top of ``snap``, ``[len(paths),
+        V]``, in one batched forward. The runner's own cache is not touched: the snapshot's keys and values
+        are expanded to the batch (a view), or, for layers that cannot be shared, whole sequences are
+        recomputed without a cache. Counted as one forward."""
+        start = time.perf_counter()
+        model = self.model.model
+        if snap.layers is not None:
+            b = len(paths)
+            # A third element makes transformers' own sliding-window layer (this forward never crops).
+            cache = DynamicCache(ddp_cache_data=[(k.expand(b, -1, -1, -1), v.expand(b, -1, -1, -1))
+                                                 + (() if w is None else (torch.tensor(w),))
+                                                 for k, v, w in snap.layers])
+            ids = torch.tensor(paths, dtype=torch.long, device=self.device)
+            out = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self._kwarg: cache})
+        else:
+            ids = torch.tensor([list(snap.ids) + list(p) for p in paths], dtype=torch.long, device=self.device)
+            out = model(input_ids=ids, use_cache=False, logits_to_keep=1)
+        logits = out.logits[:, -1, : self.model.n_logits]
+        if self._cuda:
+            torch.cuda.synchronize()
         self.forwards += 1
         self.seconds += time.perf_counter() - start
         return logits

@@ -36,6 +36,11 @@ class Position:
     q: float | None  # proposal probability (q for SD, q' for TLI, psi for SLRS; None for SLEM)
     accept_prob: float  # min(1, p/q) for rejection sampling; p for exact match
     outcome: str  # "accepted" | "rejected" | "unverified"
+    # SLRS only: why the proposal was ⊥ (always rejected; ``token`` is then the drafted target token, or -1 if
+    # there was none): "heavy" (its exact ψ needs more than slrs_max_paths drafter paths), "unlikely" (not among
+    # the target's most probable tokens here), "no token" or "context full"; "" for an ordinary proposal
+    bottom: str = ""
+    paths: int | None = None  # SLRS only: drafter paths spent on ψ at this position (proposal and residual)
 
 
 @dataclass

@@ -2,17 +2,22 @@
 
 Two rules, both lossless:
 
-* :func:`rejection` (spec §1 steps 3–4; TLI §3 step 3; SLRS §4 step 3): accept proposal ``t_i``
+* :func:`rejection` (spec §1 steps 3–4; TLI §3 step 3): accept proposal ``t_i``
   with probability ``min(1, p_i(t_i) / q_i(t_i))``; at the first rejection emit a token from the
   residual ``max(0, p_i - q_i)``; if all pass, a bonus token from ``p_{m+1}``.
+* :func:`sequential_rejection` (SLRS §4 step 3): the same rule when the proposal probability is
+  costly (SLRS's ψ): it is asked for one position at a time, only where a position is verified, and
+  the residual is drawn by :func:`residual_by_rejection` without the whole of ``q``.
 * :func:`exact_match` (SLEM §2 step 4): draw the target's own token ``u_j ~ p_j``; keep going while
   it equals the proposal; the first mismatch is emitted as the correction; bonus if all match.
 
-Inputs are tensors on the target's device; one host synchronisation per call.
+Inputs are tensors on the target's device; one host synchronisation per call (per verified position
+for :func:`sequential_rejection`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -62,6 +67,69 @@ def rejection(p: torch.Tensor, q: torch.Tensor, proposal: list[int], sampling: S
         token = int(pick(p[m:m + 1], sampling, rng)[0])
         label = "bonus"
     return Verdict(n, token, label, _positions(proposal, p_t.tolist(), q_t.tolist(), accept.tolist(), n, min(n + 1, m)))
+
+
+def residual_by_rejection(p: torch.Tensor, q_of: Callable[[int], float], support: list[int], sampling: Sampling,
+                          rng: Rng, max_draws: int) -> tuple[int, int]:
+    """A draw from ``max(0, p - q)`` normalised, where ``q`` is 0 outside ``support`` and ``q_of(u)`` is costly.
+
+    Draw ``u ~ p`` and keep it with probability ``1 - min(1, q(u)/p(u))`` (always outside ``support``):
+    a kept ``u`` has exactly the residual's distribution, and the expected number of draws per rejected
+    position is 1 (docs/slrs.md). After ``max_draws`` draws without keeping one, ``q`` is evaluated on
+    the whole (short) support and the residual sampled directly, which is the same distribution, so
+    the work is bounded by ``len(support)`` evaluations. Greedy: the argmax. Returns (token, draws).
+    """
+    if sampling.greedy:
+        return int(p.argmax()), 0
+    inside = set(support)
+    for draw in range(1, max_draws + 1):
+        u = int(rng.sample(p.unsqueeze(0))[0])
+        if u not in inside:
+            return u, draw
+        keep = 1.0 - min(1.0, q_of(u) / float(p[u]))
+        if float(rng.uniform(1, p.device)[0]) < keep:
+            return u, draw
+    q = torch.zeros_like(p)
+    for u in support:
+        if p[u] > 0:
+            q[u] = q_of(u)
+    return int(pick(residual(p, q).unsqueeze(0), sampling, rng)[0]), max_draws
+
+
+def sequential_rejection(p: torch.Tensor, proposal: list[int], q_of: Callable[[int, int], float],
+                         support_of: Callable[[int], list[int]], sampling: Sampling, rng: Rng,
+                         max_draws: int) -> tuple[Verdict, int]:
+    """:func:`rejection` with the proposal probability asked lazily: ``q_of(i, t)`` = ``q_i(t)``, only for
+    positions that are verified and for residual candidates; ``support_of(i)`` = the tokens where
+    ``q_i`` may be positive. A negative id in ``proposal`` is ``⊥``: no target token, always rejected.
+    ``p``: ``[m+1, V]``, or ``[m, V]`` when the last proposal is ``⊥`` (nothing after it is verified).
+    Returns the verdict and the residual's draws from ``p``."""
+    m = len(proposal)
+    p_t, q_t, accept = [], [], []
+    n, draws = 0, 0
+    while n < m:
+        t = proposal[n]
+        pt = float(p[n, t]) if t >= 0 else 0.0
+        qt = q_of(n, t) if t >= 0 else 0.0
+        a = min(1.0, pt / qt) if qt > 0 else 0.0
+        p_t.append(pt)
+        q_t.append(qt)
+        accept.append(a)
+        if not float(rng.uniform(1, p.device)[0]) < a:
+            break
+        n += 1
+    if n < m:
+        token, draws = residual_by_rejection(p[n], lambda u: q_of(n, u), support_of(n), sampling, rng, max_draws)
+        label = "corrected"
+    else:
+        token, label = int(pick(p[m:m + 1], sampling, rng)[0]), "bonus"
+    for t in proposal[len(p_t):]:
+        p_t.append(float(p[len(p_t), t]) if t >= 0 and len(p_t) < p.shape[0] else 0.0)
+        q_t.append(None), accept.append(0.0)
+    positions = _positions(proposal, p_t, None, accept, n, min(n + 1, m))
+    for pos, q in zip(positions, q_t):
+        pos.q = q
+    return Verdict(n, token, label, positions), draws
 
 
 def exact_match(p: torch.Tensor, proposal: list[int], sampling: Sampling, rng: Rng,

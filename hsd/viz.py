@@ -275,8 +275,16 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
                             lambda s: label(s, sd),
                             lambda s: f"id {s.id}" + ("" if s.prob is None else f"<br>{drafted_symbol} {s.prob:.2f}"))
     outcome = {id(s): (rnd.positions[i] if i < len(rnd.positions) else None) for i, s in enumerate(rnd.proposed)}
-    target_row = token_row(rnd.proposed, t_place, "hsd-target-tok", ("#fef3c7", "#fde68a"),
-                           lambda s: label(s, st), lambda s: f"id {s.id}")
+    bottom = {k: pos.bottom for k, pos in outcome.items() if pos is not None and pos.bottom}  # SLRS's ⊥ proposals
+
+    def target_label(span):
+        if id(span) not in bottom:
+            return label(span, st)
+        return "⊥ " + label(span, st) if span.id >= 0 else "⊥"
+
+    target_row = token_row(rnd.proposed, t_place, "hsd-target-tok", ("#fef3c7", "#fde68a"), target_label,
+                           lambda s: (f"id {s.id}" if s.id >= 0 else "no token")
+                           + (f'<br><span class="hsd-bottom">⊥: {_esc(bottom[id(s)])}</span>' if id(s) in bottom else ""))
     draft_cells = []
     for ci, (s, e) in enumerate(cols):
         if e is None:
@@ -314,8 +322,13 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
         stat_rows.append("<tr>" + "".join(cells) + "</tr>")
     emitted = "".join(_token_span(_emitted_text(e, st), e.label, LEGEND_TEXT[e.label]) for e in rnd.emitted)
     events = ", ".join(_esc(e) for e in rnd.events) or "none"
-    costs = "".join(f" {k.replace('_', ' ')}: {v:.4g}." for k, v in rnd.extra.items()
-                    if k.startswith("psi") and isinstance(v, (int, float)))
+    x = rnd.extra
+    if "psi_paths" in x:  # SLRS: what ψ cost this round, and how many proposals were ⊥
+        costs = (f" ψ cost: {x['psi_paths']} drafter paths (at most {x.get('psi_max_paths', 0)} for one ψ) in "
+                 f"{x.get('psi_forwards', 0)} batched drafter forwards, {1000 * x.get('psi_seconds', 0.0):.1f} ms; "
+                 f"{x.get('psi_bottom', 0)} ⊥ proposal(s), {x.get('psi_heavy', 0)} of them heavy.")
+    else:
+        costs = ""
     times = " · ".join(f"{k} {1000 * getattr(rnd, 't_' + k):.1f} ms" for k in ("draft", "convert", "verify", "other"))
     lag = f" The first {rnd.lag} byte(s) were already emitted (an unfinished character)." if rnd.lag else ""
     return f"""<div class="hsd-round" style="font-size:20px;line-height:1.4">

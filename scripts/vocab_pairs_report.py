@@ -68,7 +68,7 @@ spell exactly the drafted bytes.
   but the longest tokens (indentation and whitespace runs, repeated punctuation) already reach
   ~100–200 on this short sample, and the count grows exponentially with token length (a run of
   n spaces that the drafter can cut anywhere has 2^(n−1) spellings). That is why SLRS carries
-  explicit cost limits (`slrs_max_paths`, `slrs_max_forwards`: an error, never an approximation)
+  a path budget (`slrs_max_paths`: a token over it is proposed as `⊥`, never approximated; see docs/slrs.md)
   and is cheapest with a drafter whose tokens are short, such as a byte-level one.
 """
 

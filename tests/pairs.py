@@ -8,7 +8,7 @@ from functools import lru_cache
 import torch
 
 import hsd
-from builders import bytelevel_tokenizer, correlated_bigrams, sentencepiece_tokenizer, tiny_llama
+from builders import byte_tokenizer, bytelevel_tokenizer, correlated_bigrams, sentencepiece_tokenizer, tiny_llama
 
 PROMPTS = [
     "def fib(n):",
@@ -70,3 +70,14 @@ def bigram(kind: str = "bpe<-sp", pad: int = 0) -> hsd.Pair:
     t_tok, d_tok = (bpe, sp) if kind == "bpe<-sp" else (sp, bpe) if kind == "sp<-bpe" else (bpe, bpe)
     target, drafter = correlated_bigrams(t_tok, d_tok, seed=7, pad=pad)
     return hsd.Pair.from_models(target, t_tok, drafter, d_tok)
+
+
+@lru_cache(maxsize=None)
+def byte_pair(kind: str = "llama") -> hsd.Pair:
+    """A byte-level drafter (one token per byte: SLRS's cheapest case) for a byte-level BPE target:
+    random tiny Llamas (``llama``) or peaked bigram models (``bigram``)."""
+    bpe, tok = bytelevel_tokenizer(), byte_tokenizer()
+    if kind == "bigram":
+        target, drafter = correlated_bigrams(bpe, tok, seed=7)
+        return hsd.Pair.from_models(target, bpe, drafter, tok)
+    return hsd.Pair.from_models(tiny_llama(bpe, 0, layers=2), bpe, tiny_llama(tok, 5), tok)

@@ -2,9 +2,11 @@
 
 Peaked bigram models make the exact distribution a product of two table rows. Each test runs a few
 thousand seeded generations, so it is deterministic; each also shows that a known-lossy variant of
-the algorithm fails the same bound, so the bound has teeth.
+the algorithm fails the same bound, so the bound has teeth. SLRS runs at its default path budget and
+at a tiny one that makes many drafted tokens heavy (proposed as ⊥, docs/slrs.md).
 """
 
+import math
 from collections import Counter
 
 import pytest
@@ -12,10 +14,12 @@ import torch
 
 import hsd
 import hsd.verify
+from hsd.algorithms import slrs
 from hsd.sampling import Sampling
-from pairs import bigram
+from pairs import bigram, byte_pair
 
 N = 2500
+N_SLRS = 3000
 BOUND = 0.06  # total-variation bound on the first two tokens; sampling noise here is about 0.02-0.03
 PROMPT = "def f"
 SETTINGS = [dict(temperature=1.0, top_k=0, top_p=1.0), dict(temperature=0.8, top_k=3, top_p=0.9)]
@@ -38,10 +42,10 @@ def exact_two_token_distribution(pair, settings) -> dict:
     return out
 
 
-def empirical(pair, algorithm, settings) -> dict:
+def empirical(pair, algorithm, settings, n=N) -> dict:
     counts = Counter(tuple(hsd.generate(pair, PROMPT, algorithm=algorithm, max_new_tokens=2, lookahead=3, seed=seed,
-                                        **settings).token_ids) for seed in range(N))
-    return {k: v / N for k, v in counts.items()}
+                                        **settings).token_ids) for seed in range(n))
+    return {k: v / n for k, v in counts.items()}
 
 
 def tv(a: dict, b: dict) -> float:
@@ -59,6 +63,8 @@ CASES = [("sd", "shared"), ("slem", "bpe<-sp"), ("tli", "bpe<-sp"), ("slem", "sp
 
 
 def _pair(kind):
+    if kind == "bpe<-bytes":
+        return byte_pair("bigram")
     return bigram("shared", pad=16) if kind == "shared" else bigram(kind)
 
 
@@ -68,6 +74,32 @@ def test_first_two_tokens_match_target_distribution(algorithm, kind, settings):
     pair = _pair(kind)
     exact = exact_two_token_distribution(pair, settings)
     got = empirical(pair, algorithm, settings)
+    print(f"TV first={tv(first_token(got), first_token(exact)):.4f} joint={tv(got, exact):.4f}")
+    assert tv(first_token(got), first_token(exact)) < BOUND
+    assert tv(got, exact) < BOUND
+
+
+def _slrs_settings(settings, budget):
+    return dict(settings, slrs_max_paths=budget) if budget else settings
+
+
+# SLRS on the multi-byte drafter that matches the target best ("shared": its BPE, a many-path case), at the
+# default budget (tokens over 4096 paths are heavy) and at 4 paths (many heavy: ⊥ often), with the static
+# rule (full support) and the enumeration's rule (top-k/top-p); the other drafters in the slow run.
+SLRS_CASES = [
+    ("shared", 0, 0), ("shared", 4, 1),
+    pytest.param("shared", 0, 1, marks=pytest.mark.slow), pytest.param("shared", 4, 0, marks=pytest.mark.slow),
+    pytest.param("bpe<-sp", 0, 0, marks=pytest.mark.slow), pytest.param("sp<-bpe", 4, 1, marks=pytest.mark.slow),
+    pytest.param("bpe<-bytes", 0, 0, marks=pytest.mark.slow), pytest.param("bpe<-sp", 4, 1, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("kind,budget,settings_index", SLRS_CASES)
+def test_slrs_first_two_tokens_match_target_distribution(kind, budget, settings_index):
+    pair = _pair(kind)
+    settings = SETTINGS[settings_index]
+    exact = exact_two_token_distribution(pair, settings)
+    got = empirical(pair, "slrs", _slrs_settings(settings, budget), n=N_SLRS)
     print(f"TV first={tv(first_token(got), first_token(exact)):.4f} joint={tv(got, exact):.4f}")
     assert tv(first_token(got), first_token(exact)) < BOUND
     assert tv(got, exact) < BOUND
@@ -102,6 +134,47 @@ def test_known_lossy_variant_fails_the_same_bound(algorithm, kind, patch, monkey
     monkeypatch.setattr(hsd.verify, *patch)
     exact = exact_two_token_distribution(pair, SETTINGS[0])
     got = empirical(pair, algorithm, SETTINGS[0])
+    print(f"lossy TV joint={tv(got, exact):.4f}")
+    assert tv(got, exact) > BOUND
+
+
+def _lossy_residual_by_rejection(p, q_of, support, sampling, rng, max_draws):
+    return int(rng.sample(p.unsqueeze(0))[0]), 1  # resample from p instead of max(0, p - ψ')
+
+
+def _heavy_not_bottom(self, t):
+    """A heavy token proposed as itself, with the realised path's probability as its ψ (the one path known
+    without enumerating): what proposing a heavy token without its exact ψ would do."""
+    if t == self.raw and self.statically_heavy(t):
+        return math.prod(self.probs)
+    return _real_psi(self, t)
+
+
+_real_psi = slrs._Slot.psi
+
+
+def _realised_path_only(self, t):
+    """ψ(t) of the one drafter path that was sampled instead of the sum over every path yielding t."""
+    return math.prod(self.probs) if t == self.raw else _real_psi(self, t)
+
+
+LOSSY_SLRS = {
+    "psi-of-realised-path": [(slrs._Slot, "psi", _realised_path_only)],
+    "residual-from-p": [(hsd.verify, "residual_by_rejection", _lossy_residual_by_rejection)],
+    "heavy-proposed-with-realised-path-psi": [(slrs._Slot, "proposal", property(lambda self: self.raw)),
+                                              (slrs._Slot, "psi", _heavy_not_bottom)],
+}
+
+
+@pytest.mark.parametrize("variant", [pytest.param(v, marks=pytest.mark.slow) if v == "psi-of-realised-path" else v
+                                     for v in LOSSY_SLRS])
+def test_slrs_known_lossy_variants_fail_the_same_bound(variant, monkeypatch):
+    """With 4 paths per ψ most drafted tokens are heavy; proposing them anyway with a guessed ψ is lossy."""
+    pair = _pair("shared")
+    for target, name, value in LOSSY_SLRS[variant]:
+        monkeypatch.setattr(target, name, value)
+    got = empirical(pair, "slrs", _slrs_settings(SETTINGS[0], 4), n=1000)
+    exact = exact_two_token_distribution(pair, SETTINGS[0])
     print(f"lossy TV joint={tv(got, exact):.4f}")
     assert tv(got, exact) > BOUND
 

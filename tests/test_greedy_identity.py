@@ -3,7 +3,7 @@
 import pytest
 
 import hsd
-from pairs import PROMPTS, bigram, heterogeneous, shared_padded
+from pairs import PROMPTS, bigram, byte_pair, heterogeneous, shared_padded
 
 PAIRS = {
     "bpe<-sp": lambda: heterogeneous("bpe<-sp"),
@@ -11,9 +11,13 @@ PAIRS = {
     "bigram bpe<-sp": lambda: bigram("bpe<-sp"),
     "bigram sp<-bpe": lambda: bigram("sp<-bpe"),
     "shared padded": shared_padded,
+    "bpe<-bytes": lambda: byte_pair("llama"),
+    "bigram bpe<-bytes": lambda: byte_pair("bigram"),
+    "bigram shared": lambda: bigram("shared", pad=16),
 }
-ALGORITHMS = {name: ["slem", "tli"] for name in PAIRS}
-ALGORITHMS["shared padded"] = ["sd", "slem", "tli"]
+ALGORITHMS = {name: ["slem", "tli", "slrs"] for name in PAIRS}
+ALGORITHMS["shared padded"] = ["sd", "slem", "tli", "slrs"]
+ALGORITHMS["bigram shared"] = ["slrs"]  # SLRS's many-path case: a multi-byte drafter that often matches
 
 
 @pytest.mark.parametrize("pair_name", list(PAIRS))
@@ -30,9 +34,25 @@ def test_greedy_output_identical_to_autoregressive(pair_name):
     assert not mismatches, mismatches[:3]
 
 
+@pytest.mark.parametrize("pair_name,drafter_temperature,budget", [("bigram shared", None, 1), ("bigram bpe<-sp", 1.0, 2)])
+def test_slrs_greedy_output_identical_with_a_tiny_path_budget(pair_name, drafter_temperature, budget):
+    """A tiny slrs_max_paths makes many drafted tokens heavy (proposed as ⊥), decided by the enumeration
+    (greedy drafter) or by the path counts (drafter sampling at temperature 1): still AR's output."""
+    pair = PAIRS[pair_name]()
+    heavy = 0
+    for prompt in PROMPTS[:11]:
+        ref = hsd.generate(pair, prompt, algorithm="ar", max_new_tokens=16)
+        res = hsd.generate(pair, prompt, algorithm="slrs", max_new_tokens=16, lookahead=4, slrs_max_paths=budget,
+                           drafter_temperature=drafter_temperature)
+        assert res.token_ids == ref.token_ids and res.stop_reason == ref.stop_reason, prompt
+        heavy += sum(r.extra["psi_heavy"] for r in res.rounds)
+    assert heavy > 0
+
+
 def test_greedy_identity_exercises_acceptance():
     """The identity above would be trivial if no draft were ever accepted: check that some are."""
-    cases = [(shared_padded(), "sd"), (shared_padded(), "slem"), (shared_padded(), "tli")]
+    cases = [(shared_padded(), "sd"), (shared_padded(), "slem"), (shared_padded(), "tli"), (shared_padded(), "slrs"),
+             (bigram("shared", pad=16), "slrs")]
     for pair, algorithm in cases:
         rates = [hsd.generate(pair, p, algorithm=algorithm, max_new_tokens=24).metrics["acceptance_rate"] or 0
                  for p in PROMPTS[:6]]

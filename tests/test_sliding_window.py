@@ -16,8 +16,7 @@ from transformers.cache_utils import DynamicCache
 
 import hsd
 from builders import WINDOWED, bytelevel_tokenizer, sentencepiece_tokenizer, tiny_llama, tiny_windowed
-from hsd.algorithms.slrs import _Budget, _Rows, _snapshot
-from hsd.runner import RewindableWindowLayer, Runner
+from hsd.runner import RewindableWindowLayer, Runner, Snapshot
 from hsd.sampling import Sampling
 from hsd.session import DrafterContext
 
@@ -185,16 +184,17 @@ def test_greedy_identity_with_a_sliding_window_drafter():
 
 
 def test_slrs_batched_drafter_rows_match_recomputation_with_a_sliding_window():
-    """SLRS's ψ runs open paths as one batch over a snapshot of the drafter's windowed cache; the rows
-    equal those of batched forwards that recompute the whole prefix without a cache."""
+    """SLRS's ψ runs open paths as one batch over a snapshot of the drafter's windowed cache
+    (``Runner.forward_paths``); the logits equal those of batched forwards that recompute the whole
+    prefix without a cache."""
     drafter = _windowed_drafter_pair().drafter
     d = DrafterContext(drafter, drafter.tokenizer(PROMPTS[1])["input_ids"])
     d.prefill()
-    rows = _Rows(d, Sampling(1.0, 0, 1.0), _Budget(100))
-    rows.draft(())
-    assert rows.kv is not None and _snapshot(d.runner, len(rows.prefix)) is not None
+    d.next_logits()
+    snap = d.runner.snapshot()
+    assert snap.layers is not None and any(w is not None for _, _, w in snap.layers)
     paths = [(t,) for t in range(300, 340)] + [(t, t + 1) for t in range(300, 340)]
-    cached = torch.cat([rows._forward(paths[:40]), rows._forward(paths[40:])])
-    rows.kv = None
-    recomputed = torch.cat([rows._forward(paths[:40]), rows._forward(paths[40:])])
+    cached = torch.cat([d.runner.forward_paths(snap, paths[:40]), d.runner.forward_paths(snap, paths[40:])])
+    plain = Snapshot(snap.ids, None)
+    recomputed = torch.cat([d.runner.forward_paths(plain, paths[:40]), d.runner.forward_paths(plain, paths[40:])])
     torch.testing.assert_close(cached, recomputed, atol=1e-6, rtol=1e-5)

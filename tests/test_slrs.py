@@ -1,12 +1,11 @@
-"""SLRS (spec §4): ψ is exact, greedy output is AR's, sampling follows the target's distribution.
+"""SLRS (spec §4): ψ is exact, the path counts bound its cost, budgets never stop a run.
 
-ψ is checked against a brute-force enumeration of every drafter token sequence on a hand-built
-pair of tiny vocabularies; losslessness end to end with the same prompts and pairs as the other
-algorithms (greedy) and with exact first-two-token distributions of peaked bigram models
-(sampling), each with a known-lossy variant that must fail.
+ψ and the path counts are checked against a brute-force enumeration of every drafter token sequence
+on a hand-built pair of tiny vocabularies. Losslessness end to end is in the common suites:
+``test_greedy_identity.py`` and ``test_distribution.py`` (with known-lossy variants);
+``test_slrs_prompts.py`` runs the embedded pair on varied prompts at default settings.
 """
 
-import math
 from collections import Counter
 from functools import lru_cache
 
@@ -14,14 +13,17 @@ import pytest
 import torch
 
 import hsd
-from builders import byte_tokenizer, bytelevel_tokenizer, correlated_bigrams, tiny_llama
+from builders import byte_tokenizer, bytelevel_tokenizer, tiny_llama
 from hsd.algorithms import slrs
+from hsd.paths import PathCounts, path_counts
 from hsd.psi import Enumerator, Proposer
-from hsd.sampling import Sampling
+from hsd.runner import Snapshot
+from hsd.sampling import Rng, Sampling
 from hsd.session import DrafterContext
-from hsd.trie import BOTTOM, DrafterTrie, TargetTrie
+from hsd.trie import BOTTOM, DrafterTrie, TargetTrie, target_trie
+from hsd.verify import residual_by_rejection
 from hsd.vocab import Vocab
-from pairs import PROMPTS, bigram, heterogeneous, shared_padded
+from pairs import bigram, byte_pair
 
 # --- ψ on a hand-built drafter -------------------------------------------------------------------
 
@@ -109,15 +111,81 @@ def test_drafting_process_is_the_one_psi_sums_over():
     assert all(out[t] == pytest.approx(expected[t], abs=1e-12) for t in out)
 
 
+@pytest.mark.parametrize("lag", [b"", b"a", b"ab"])
+def test_path_counts_equal_the_paths_psi_expands_at_full_support(lag):
+    """The counts from the vocabularies alone are exactly what the enumeration expands when every drafter
+    token has positive probability, and an upper bound when some have none (top-k)."""
+    target, drafter = _vocab(TARGET), _vocab(DRAFTER)
+    tt, dt = TargetTrie(target, len(target)), DrafterTrie(drafter, len(drafter))
+    counts = PathCounts(tt, dt, lag)
+    table = torch.softmax(torch.randn(len(DRAFTER), len(DRAFTER), generator=torch.Generator().manual_seed(2)), -1)
+    truncated = torch.where(table >= table.topk(2, -1).values[:, -1:], table, torch.zeros_like(table))
+    for rows_of, exact in ((table, True), (truncated, False)):
+        enum = Enumerator(Proposer(tt, dt, lag), lambda paths: torch.stack([rows_of[p[-1] if p else 3] for p in paths]),
+                          max_paths=10**6)
+        for t in [*range(len(TARGET)), 0]:
+            enum.psi(t)
+            assert (enum.cost[t] == counts[t]) if exact else (enum.cost[t] <= counts[t]), (t, enum.cost[t], counts[t])
+    assert counts[10] == 0  # a duplicate spelling is never proposed
+
+
+def test_over_budget_psi_is_heavy_after_at_most_the_budget():
+    target, drafter = _vocab(TARGET), _vocab(DRAFTER)
+    tt, dt = TargetTrie(target, len(target)), DrafterTrie(drafter, len(drafter))
+    counts = PathCounts(tt, dt, b"")
+    table = torch.softmax(torch.randn(len(DRAFTER), len(DRAFTER), generator=torch.Generator().manual_seed(3)), -1)
+    asked = []
+
+    def rows(paths):
+        asked.extend(paths)
+        return torch.stack([table[p[-1] if p else 3] for p in paths])
+
+    for budget in (1, 2, 3, 5):
+        for t in range(1, len(TARGET)):
+            asked.clear()
+            value = Enumerator(Proposer(tt, dt), rows, max_paths=budget).psi(t)
+            assert (value is None) == (counts[t] > budget), (t, budget)
+            assert len(set(asked)) <= budget
+
+
+@lru_cache(maxsize=None)
+def tiny_code(preset: str) -> hsd.Pair:
+    return hsd.load_pair(preset=preset)
+
+
+def test_path_counts_of_the_embedded_pair():
+    """The SentencePiece-style drafter of tiny-code has tokens far over the default budget (whitespace
+    runs); the byte-level drafter spells every target token one way."""
+    sp, by = (path_counts(p.target.vocab, p.target.n_logits, p.drafter.vocab, p.drafter.n_logits)
+              for p in (tiny_code("tiny-code"), tiny_code("tiny-code-bytes")))
+    assert max(sp.paths.values()) > 10**12 and max(by.paths.values()) <= 3 * 45
+    space_run = tiny_code("tiny-code").target.vocab.bytes_to_id.get(b" " * 16)
+    if space_run is not None:
+        assert sp[space_run] > slrs.MAX_PATHS
+
+
+def test_compatibility_report_states_slrs_cost_before_anything_runs():
+    from hsd.report import compatibility_report, format_report, slrs_cost
+
+    sp, by = slrs_cost(tiny_code("tiny-code")), slrs_cost(tiny_code("tiny-code-bytes"))
+    assert 0 < sp["heavy_share"] < 0.5 and sp["paths_max"] > sp["paths_p99"] > sp["paths_median"]
+    assert "byte-level drafter" in sp["recommendation"]
+    assert by["heavy_share"] == 0 and by["paths_max"] <= 3 * 45 and "exact on all" in by["recommendation"]
+    text = format_report(compatibility_report(tiny_code("tiny-code")))
+    assert "slrs cost" in text and f"heavy at slrs_max_paths=4096: {sp['heavy_share']:.1%}" in text
+
+
 def test_batched_drafter_forwards_match_sequential():
-    """The ψ batch (prefix KV cache expanded to the batch) gives the drafter's own distributions."""
+    """The ψ batch (a snapshot of the prefix's KV cache expanded to the batch) gives the drafter's own
+    distributions, and so does the fallback that recomputes whole sequences."""
     tok = byte_tokenizer()
     pair = hsd.Pair.from_models(tiny_llama(bytelevel_tokenizer(), 0), bytelevel_tokenizer(), tiny_llama(tok, 5), tok)
     d = DrafterContext(pair.drafter, tok("def fib(n):")["input_ids"])
     d.prefill()
     sampling = Sampling(1.0)
-    rows = slrs._Rows(d, sampling, slrs._Budget(100))
+    rows = slrs._Rows(d, sampling)
     root = rows.draft(())
+    rows.draft((70,))  # the runner moves on; the snapshot still holds the state
     paths = [(70, 71), (72, 73), (74, 75)]
     batched = rows(paths)
     model = pair.drafter.model
@@ -125,163 +193,81 @@ def test_batched_drafter_forwards_match_sequential():
         logits = model(torch.tensor([d.ids + list(path)])).logits[0, -1]
         assert torch.allclose(row, sampling.probs(logits.unsqueeze(0))[0], atol=1e-5)
     assert torch.allclose(root, sampling.probs(model(torch.tensor([d.ids])).logits[0, -1:])[0], atol=1e-5)
-    rows.kv = None  # the fallback for caches that cannot be expanded: recompute whole sequences
+    rows.snap = Snapshot(rows.snap.ids, None)  # caches that cannot be shared: recompute whole sequences
     rows.memo.clear()
     assert torch.allclose(rows(paths), batched, atol=1e-5)
     assert rows.forwards == 2
 
 
-# --- greedy identity ------------------------------------------------------------------------------
+# --- trace and budgets ---------------------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
-def byte_pair(kind: str) -> hsd.Pair:
-    """A byte-level drafter (the case where SLRS is cheapest) for a byte-level BPE target."""
-    bpe, tok = bytelevel_tokenizer(), byte_tokenizer()
-    if kind == "bigram":
-        target, drafter = correlated_bigrams(bpe, tok, seed=7)
-        return hsd.Pair.from_models(target, bpe, drafter, tok)
-    return hsd.Pair.from_models(tiny_llama(bpe, 0, layers=2), bpe, tiny_llama(tok, 5), tok)
-
-
-PAIRS = {
-    "bpe<-sp": lambda: heterogeneous("bpe<-sp"),
-    "sp<-bpe": lambda: heterogeneous("sp<-bpe"),
-    "bigram bpe<-sp": lambda: bigram("bpe<-sp"),
-    "bigram sp<-bpe": lambda: bigram("sp<-bpe"),
-    "shared padded": shared_padded,
-    "bpe<-bytes": lambda: byte_pair("llama"),
-    "bigram bpe<-bytes": lambda: byte_pair("bigram"),
-    "bigram shared": lambda: bigram("shared", pad=16),
-}
-
-
-@pytest.mark.parametrize("pair_name", list(PAIRS))
-def test_greedy_output_identical_to_autoregressive(pair_name):
-    pair = PAIRS[pair_name]()
-    mismatches, accepted = [], 0
-    for i, prompt in enumerate(PROMPTS):
-        ref = hsd.generate(pair, prompt, algorithm="ar", max_new_tokens=20)
-        res = hsd.generate(pair, prompt, algorithm="slrs", max_new_tokens=20, lookahead=(1, 3, 5, 8)[i % 4])
-        accepted += res.metrics["accepted"]
-        if res.token_ids != ref.token_ids or res.stop_reason != ref.stop_reason:
-            mismatches.append((prompt, ref.token_ids, res.token_ids))
-    assert not mismatches, mismatches[:3]
-    if "bigram" in pair_name or pair_name == "shared padded":
-        assert accepted > 0  # the identity is not trivially met by rejecting everything
-
-
-# --- sampling: exact first-two-token distributions -------------------------------------------------
-
-N = 2000
-BOUND = 0.06  # total variation; sampling noise at N = 2000 on these peaked models is about 0.02-0.035
 PROMPT = "def f"
-T1 = dict(temperature=1.0, top_k=0, top_p=1.0)
-TOPK_TOPP = dict(temperature=0.8, top_k=3, top_p=0.9)
 
 
-def _exact(pair, settings) -> dict:
-    sampling = Sampling(settings["temperature"], settings["top_k"], settings["top_p"])
-    table = pair.target.model.table.detach()
-    eos = set(pair.target.vocab.eos_ids)
-    first = sampling.probs(table[pair.target.tokenizer(PROMPT)["input_ids"][-1]].unsqueeze(0))[0]
-    out = {}
-    for t1 in first.nonzero().squeeze(-1).tolist():
-        if t1 in eos:
-            out[(t1,)] = float(first[t1])
-            continue
-        second = sampling.probs(table[t1].unsqueeze(0))[0]
-        for t2 in second.nonzero().squeeze(-1).tolist():
-            out[(t1, t2)] = float(first[t1] * second[t2])
-    return out
-
-
-def _empirical(pair, settings, n=N) -> dict:
-    counts = Counter(tuple(hsd.generate(pair, PROMPT, algorithm="slrs", max_new_tokens=2, lookahead=3, seed=seed,
-                                        **settings).token_ids) for seed in range(n))
-    return {k: v / n for k, v in counts.items()}
-
-
-def _tv(a: dict, b: dict) -> float:
-    return 0.5 * sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in set(a) | set(b))
-
-
-def _first(dist: dict) -> dict:
-    out: Counter = Counter()
-    for k, v in dist.items():
-        out[k[0]] += v
-    return out
-
-
-# At temperature 1 a drafter with multi-byte tokens has full support, so ψ sums over every segmentation:
-# the SentencePiece-style drafter of "bigram bpe<-sp" exceeds the default limits there (see the limit test).
-SAMPLING_CASES = {"bytes-t1": ("bigram bpe<-bytes", T1), "bytes-topk-topp": ("bigram bpe<-bytes", TOPK_TOPP),
-                  "bpe-drafter-t1": ("bigram sp<-bpe", T1), "shared-topk-topp": ("bigram shared", TOPK_TOPP)}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from threads; one keeps thousands of short runs fast on a shared CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.mark.parametrize("pair_name,settings", list(SAMPLING_CASES.values()), ids=list(SAMPLING_CASES))
-def test_slrs_first_two_tokens_match_target_distribution(pair_name, settings):
-    pair = PAIRS[pair_name]()
-    exact, got = _exact(pair, settings), _empirical(pair, settings)
-    print(f"TV first={_tv(_first(got), _first(exact)):.4f} joint={_tv(got, exact):.4f}")
-    assert _tv(_first(got), _first(exact)) < BOUND
-    assert _tv(got, exact) < BOUND
-
-
-def test_psi_of_the_realised_path_alone_is_lossy(monkeypatch):
-    """Known-lossy variant: ψ(t) taken from the one drafter path that was sampled instead of the sum over
-    every path yielding t (it underestimates ψ, so drafts are accepted too often)."""
-    real = slrs._Slot.psi
-
-    def realised_path_only(self, t):
-        return math.prod(self.probs) if t == self.proposal else real(self, t)
-
-    monkeypatch.setattr(slrs._Slot, "psi", realised_path_only)
-    pair = PAIRS["bigram shared"]()  # drafts are often accepted, and often tokens with longer extensions
-    got = _empirical(pair, TOPK_TOPP, n=1000)
-    print(f"lossy TV joint={_tv(got, _exact(pair, TOPK_TOPP)):.4f}")
-    assert _tv(got, _exact(pair, TOPK_TOPP)) > 2 * BOUND
-
-
-def test_trace_records_psi_and_its_cost():
-    res = hsd.generate(byte_pair("bigram"), PROMPT, algorithm="slrs", max_new_tokens=30, temperature=1.0, seed=2)
-    assert [e.token for r in res.rounds for e in r.emitted] == res.token_ids
-    for r in res.rounds:
+def test_trace_records_psi_bottom_and_their_cost():
+    pair = bigram("shared", pad=16)
+    rounds = [r for seed in range(4) for r in hsd.generate(pair, PROMPT, algorithm="slrs", max_new_tokens=30,
+                                                           temperature=1.0, seed=seed, slrs_max_paths=6).rounds]
+    reasons = Counter(p.bottom for r in rounds for p in r.positions)
+    assert reasons["heavy"] > 0 and reasons[""] > 0
+    for r in rounds:
         verified = [p for p in r.positions if p.outcome != "unverified"]
-        assert all(p.q is not None and 0 < p.q <= 1 for p in verified)
+        assert all(p.q is not None and 0 < p.q <= 1 for p in verified if not p.bottom)
+        assert all(p.q == 0 and p.outcome == "rejected" for p in verified if p.bottom)
         assert [s.prob for s in r.proposed] == [p.q for p in r.positions] == r.extra["psi"]  # None: unverified
-        assert r.extra["psi_paths"] >= len(verified) and r.extra["psi_forwards"] <= r.drafter_forwards
+        assert [s.id for s in r.proposed] == [p.token for p in r.positions]
+        assert r.extra["psi_heavy"] == sum(p.bottom == "heavy" for p in r.positions)
+        assert r.extra["psi_paths"] == sum(p.paths for p in r.positions)
+        assert r.extra["psi_forwards"] <= r.drafter_forwards
+        assert r.extra["psi_max_paths"] <= 6
         accepted_bytes = b"".join(e.text for e in r.emitted if e.label == "accepted")
         assert r.draft[r.lag:] == accepted_bytes + r.rejected
-        pair = byte_pair("bigram")
         for spans, vocab in ((r.drafted, pair.drafter.vocab), (r.proposed, pair.target.vocab)):
-            assert all(r.draft[s.start:s.end] == (vocab.tokens[s.id] or b"") for s in spans)
+            assert all(r.draft[s.start:s.end] == (vocab.tokens[s.id] or b"") for s in spans if s.id >= 0)
+
+
+def test_metrics_sum_psi_costs():
+    res = hsd.generate(byte_pair("bigram"), PROMPT, algorithm="slrs", max_new_tokens=30, temperature=1.0, seed=2)
+    assert [e.token for r in res.rounds for e in r.emitted] == res.token_ids
     m = res.metrics
     assert m["psi_paths"] == sum(r.extra["psi_paths"] for r in res.rounds) > 0
     assert m["psi_forwards"] > 0 and m["psi_seconds"] > 0
     assert m["drafter_forwards"] == sum(r.drafter_forwards for r in res.rounds) + 1  # + prefill
 
 
-# --- limits ----------------------------------------------------------------------------------------
-
-def test_limits_raise_a_clear_error_instead_of_approximating():
+def test_tiny_budgets_never_raise_and_bound_the_work():
+    """Budgets change what is proposed, never whether a round emits: slrs_max_paths=1 makes nearly every
+    token heavy; slrs_max_forwards below one draft's worst case leaves only target-only rounds."""
     pair = bigram("bpe<-sp")  # SentencePiece-style drafter at temperature 1: many paths per ψ
-    with pytest.raises(hsd.ResourceLimitError, match="slem.*tli"):
-        for seed in range(20):
-            hsd.generate(pair, PROMPT, algorithm="slrs", max_new_tokens=8, temperature=1.0, seed=seed,
-                         slrs_max_paths=20)
-    with pytest.raises(hsd.ResourceLimitError, match="slrs_max_forwards"):
-        hsd.generate(pair, PROMPT, algorithm="slrs", max_new_tokens=8, lookahead=4, slrs_max_forwards=2)
+    for seed in range(10):
+        res = hsd.generate(pair, PROMPT, algorithm="slrs", max_new_tokens=8, temperature=1.0, seed=seed,
+                           slrs_max_paths=1)
+        assert len(res.token_ids) == 8 or res.stop_reason == "eos"
+        assert all(r.extra["psi_max_paths"] <= 1 for r in res.rounds)
+    res = hsd.generate(pair, PROMPT, algorithm="slrs", max_new_tokens=8, lookahead=4, slrs_max_forwards=2)
+    ar = hsd.generate(pair, PROMPT, algorithm="ar", max_new_tokens=8)
+    assert res.token_ids == ar.token_ids
+    assert all(not r.positions and r.drafter_forwards == 0 and "slrs:forward-limit" in r.events for r in res.rounds)
+    depth = target_trie(pair.target.vocab, pair.target.n_logits).max_depth
+    res = hsd.generate(pair, PROMPT, algorithm="slrs", max_new_tokens=8, lookahead=8, temperature=1.0,
+                       slrs_max_forwards=depth + 3)
+    assert max(len(r.positions) for r in res.rounds) >= 1
     with pytest.raises(hsd.InvalidSettingError, match="only to algorithm='slrs'"):
         hsd.generate(pair, PROMPT, algorithm="slem", slrs_max_paths=10)
+
+
+def test_residual_is_exact_when_drawn_directly():
+    """After ``max_draws`` lazy draws the residual is computed on the support: the same distribution."""
+    p = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    q = {0: 0.6, 1: 0.1, 2: 0.0}
+    expected = torch.clamp(p - torch.tensor([0.6, 0.1, 0.0, 0.0]), min=0)
+    expected /= expected.sum()
+    for max_draws in (0, 64):
+        rng = Rng(0)
+        counts = Counter(residual_by_rejection(p, q.get, [0, 1, 2], Sampling(1.0), rng, max_draws)[0]
+                         for _ in range(4000))
+        got = torch.tensor([counts[i] / 4000 for i in range(4)])
+        assert (got - expected).abs().max() < 0.03, (max_draws, got)
 
 
 # --- real tokenizers (slow: run with -m slow) -------------------------------------------------------
@@ -313,3 +299,16 @@ def test_greedy_identity_on_real_tokenizer_pairs(index):
         emitted += len(res.token_ids)
     assert not mismatches, mismatches[:3]
     assert accepted / emitted > 0.4  # the oracle's drafts are mostly accepted
+
+
+def test_round_view_shows_bottom_proposals_and_the_psi_cost():
+    from hsd import viz
+
+    pair = bigram("shared", pad=16)
+    for seed in range(20):
+        res = hsd.generate(pair, PROMPT, algorithm="slrs", max_new_tokens=12, temperature=1.0, seed=seed, slrs_max_paths=3)
+        rnd = next((r for r in res.rounds if any(p.bottom == "heavy" for p in r.positions)), None)
+        if rnd is not None:
+            break
+    html = viz.round_html(rnd, algorithm="slrs")
+    assert "⊥: heavy" in html and "⊥ " in html and "ψ cost:" in html and "heavy." in html
