@@ -20,6 +20,18 @@ class GatedModelError(HsdError):
     """The model exists on the Hub but needs an accepted licence and an access token."""
 
 
+class RevisionNotFoundError(ModelNotFoundError):
+    """The model exists on the Hub but the pinned ``revision`` (branch, tag or commit) does not."""
+
+
+class HubOfflineError(ModelNotFoundError):
+    """The model is not in the local Hugging Face cache and the Hub cannot be reached (or offline mode is on)."""
+
+
+class HubAuthError(HsdError):
+    """The Hub refused the access token (HTTP 401): it is invalid, expired or revoked."""
+
+
 class NotCausalLMError(HsdError):
     """The model loads but is not a causal (decoder-only) language model."""
 
