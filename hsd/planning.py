@@ -3,19 +3,21 @@
 Interactive front ends (the app) name models by Hub id, local directory, or a path relative to the
 repository (the embedded pair); :func:`resolve_name` checks the name without touching the network,
 :func:`plan_load` says what will be loaded from the Hub's metadata and refuses a pair that cannot fit in
-the device's free memory, before anything is downloaded.
+the device's free memory, before anything is downloaded; when cached models are what is in the way, it evicts
+them from :mod:`hsd.loading`'s cache first and refuses only if the pair still does not fit.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import torch
 
+from huggingface_hub import errors as hub_errors
+
 from .errors import ModelNotFoundError, ResourceLimitError
-from .loading import embedded_path, is_loaded, resolve_device, resolve_dtype
+from .loading import cache_key, embedded_path, is_loaded, offline, release_models, resolve_device, resolve_dtype
 from .machine import device_name
 
 HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
@@ -47,49 +49,63 @@ def available_bytes(device: torch.device) -> int | None:
     return None
 
 
-def hub_params(name: str) -> tuple[int | None, str]:
-    """Parameter count from the Hub's safetensors metadata, and a note; never raises."""
+def hub_params(name: str, revision: str | None = None) -> tuple[int | None, str]:
+    """Parameter count from the Hub's safetensors metadata (at ``revision``), and a note; never raises."""
     if Path(name).is_dir():
         size = sum(p.stat().st_size for p in Path(name).glob("*.safetensors"))
         return None, f"local directory, {size / 1e6:.1f} MB of weights"
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
-        return None, "Hub offline (HF_HUB_OFFLINE): will use the local Hugging Face cache"
+    if offline():
+        return None, "Hub offline (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE): will use the local Hugging Face cache"
     try:
         from huggingface_hub import model_info
 
-        info = model_info(name, timeout=6)
-    except Exception as exc:  # noqa: BLE001 - unreachable Hub, unknown id, gated metadata...
-        kind = type(exc).__name__
-        if "RepositoryNotFound" in kind:
-            return None, "not found on the Hub"
-        return None, f"Hub not reachable ({kind}): will try the local Hugging Face cache"
+        info = model_info(name, revision=revision, timeout=6)
+    except hub_errors.GatedRepoError:  # a subclass of RepositoryNotFoundError: first
+        return None, "gated: needs an accepted licence and HF_TOKEN"
+    except hub_errors.RevisionNotFoundError:
+        return None, f"no revision {revision!r} on the Hub"
+    except hub_errors.RepositoryNotFoundError:
+        return None, "not found on the Hub (or private: log in)"
+    except Exception as exc:  # noqa: BLE001 - unreachable Hub, a refused token, rate limits...
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if status == 401:
+            return None, "the Hub refused the access token (401): check HF_TOKEN"
+        return None, f"Hub not reachable ({type(exc).__name__}): will try the local Hugging Face cache"
     params = getattr(getattr(info, "safetensors", None), "total", None)
     gated = " · gated: needs an accepted licence and HF_TOKEN" if getattr(info, "gated", False) else ""
     return params, (f"{params / 1e9:.2f} B parameters" if params else "parameter count unknown") + gated
 
 
-def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "auto") -> str:
+def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "auto", *,
+              target_revision: str | None = None, drafter_revision: str | None = None) -> str:
     """What will be loaded (from the Hub's metadata when reachable), as Markdown; refuses what cannot fit.
 
     ``target`` and ``drafter`` are resolved names (:func:`resolve_name`); a model already in
-    :mod:`hsd.loading`'s cache is neither looked up nor counted again.
+    :mod:`hsd.loading`'s cache is neither looked up nor counted again. If the pair does not fit the free
+    memory, the other cached models are evicted first; only a pair that still does not fit is refused.
     """
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
     width = torch.finfo(torch_dtype).bits // 8
-    lines, total = [], 0
-    for role, name in (("target", target), ("drafter", drafter)):
+    lines, total, keep = [], 0, []
+    for role, name, revision in (("target", target, target_revision), ("drafter", drafter, drafter_revision)):
         if not name:
             continue
-        if is_loaded(name, device=device, dtype=dtype):
+        keep.append(cache_key(name, revision, device, dtype, what=f"{role}_revision"))
+        if is_loaded(name, device=device, dtype=dtype, revision=revision):
             lines.append(f"- **{role}** `{name}`: already loaded")
             continue
-        params, note = hub_params(name)
+        params, note = hub_params(name, revision)
         if params:
             total += params * width
             note += f", ≈{params * width / 1e9:.1f} GB in {str(torch_dtype).replace('torch.', '')}"
-        lines.append(f"- **{role}** `{name}`: {note}")
+        lines.append(f"- **{role}** `{name}`{f' @ `{revision}`' if revision else ''}: {note}")
     free = available_bytes(dev)
+    if free and total > 0.9 * free:
+        evicted = release_models(keep=tuple(keep))  # models of other pairs are what stands in the way
+        if evicted:
+            lines.append(f"- evicted {evicted} cached model{'s' * (evicted > 1)} to make room")
+            free = available_bytes(dev)
     if free and total > 0.9 * free:
         raise ResourceLimitError(
             f"These models need about {total / 1e9:.1f} GB but {dev.type} has {free / 1e9:.1f} GB free: choose a "
