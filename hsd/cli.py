@@ -21,6 +21,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target: Hub id or local directory (default: the embedded tiny-code pair)")
     p.add_argument("--drafter", help="drafter: Hub id or local directory (default: the embedded tiny-code pair)")
     p.add_argument("--preset", help="a named pair (tiny-code, tiny-code-bytes)")
+    p.add_argument("--target-revision", help="pin the Hub target to a branch, tag or commit hash (default: main)")
+    p.add_argument("--drafter-revision", help="pin the Hub drafter to a branch, tag or commit hash (default: main)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N, mps")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     p.add_argument("--device-map", default=None, help="'auto' spreads a large target over several GPUs")
@@ -109,7 +111,8 @@ def load_cli_pair(args, need_drafter: bool = True, hint: str = ""):
     if args.target and not drafter and not args.preset and need_drafter:
         raise HsdError(f"--drafter is needed with --target{hint}.")
     return load_pair(args.target, drafter, preset=args.preset, device=args.device, dtype=args.dtype,
-                     device_map=args.device_map, trust_remote_code=args.trust_remote_code)
+                     device_map=args.device_map, trust_remote_code=args.trust_remote_code,
+                     target_revision=args.target_revision, drafter_revision=args.drafter_revision)
 
 
 def _metrics_lines(m) -> list[str]:
@@ -277,12 +280,12 @@ def cmd_advise(args) -> int:
     return 0
 
 
-_API_WORDS = re.compile(r"\b(target|drafter|algorithm|preset|device|dtype)='([^']*)'")
+_API_WORDS = re.compile(r"\b(target|drafter|algorithm|preset|device|dtype|target_revision|drafter_revision)='([^']*)'")
 
 
 def cli_words(message: str) -> str:
     """The library's messages name its keywords (``algorithm='ar'``); on the command line, name the flags."""
-    return _API_WORDS.sub(lambda m: f"--{m.group(1)} {m.group(2)}", message)
+    return _API_WORDS.sub(lambda m: f"--{m.group(1).replace('_', '-')} {m.group(2)}", message)
 
 
 def main(argv=None) -> int:
