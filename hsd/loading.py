@@ -280,19 +280,22 @@ def offline() -> bool:
     return hub_constants.is_offline_mode()
 
 
-_UNREACHABLE = (hub_errors.LocalEntryNotFoundError, hub_errors.OfflineModeIsEnabled, hub_errors.RevisionResolutionError)
+_UNREACHABLE = (hub_errors.LocalEntryNotFoundError, hub_errors.OfflineModeIsEnabled,
+                hub_errors.RevisionResolutionError)
 _HUB_ERRORS = (hub_errors.GatedRepoError, hub_errors.RevisionNotFoundError, hub_errors.RepositoryNotFoundError,
                *_UNREACHABLE, hub_errors.HFValidationError, hub_errors.HfHubHTTPError)
 
 
 def hub_cause(exc: BaseException | None) -> BaseException | None:
-    """The ``huggingface_hub`` error behind ``exc``: itself, or the one transformers chained it from."""
+    """The ``huggingface_hub`` error behind ``exc``: itself, or the one transformers re-raised it from
+    (``raise OSError(...) from e``). Only explicit causes count: an error handled on the way (``__context__``,
+    e.g. an optional file missing) did not cause the failure."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, _HUB_ERRORS):
             return exc
         seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+        exc = exc.__cause__
     return None
 
 
