@@ -159,8 +159,7 @@ def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> di
     rows = _rows(per_prompt, plan, notes, cfg, len(prompts))
     return {"rows": rows, "per_prompt": per_prompt, "costs": {**costs.to_dict(), **cpu_costs.to_dict("_cpu")},
             "config": {**asdict(cfg), "completed_repeats": completed},
-            "machine": machine_info(pair), "pair": {"target": pair.target.name,
-                                                    "drafter": pair.drafter.name if pair.drafter else None}}
+            "machine": machine_info(pair), "pair": pair.provenance()}
 
 
 def _why(exc: Exception, label: str) -> str:
