@@ -6,7 +6,7 @@
     res.text, res.token_ids, res.rounds, res.metrics
 """
 
-from .errors import (GatedModelError, HsdError, HubAuthError, HubOfflineError, IncompatiblePairError, InvalidSettingError,
+from .errors import (GatedModelError, HsdError, HubAuthError, IncompatiblePairError, InvalidSettingError,
                      ModelNotFoundError, NotCausalLMError, PromptError, RemoteCodeError, ResourceLimitError,
                      RevisionNotFoundError, TokenizerMissingError)
 from .algorithms import ALGORITHMS, availability, register, unregister, usable_algorithms
@@ -18,7 +18,7 @@ from .trace import Emitted, Position, Result, Round, Span
 from .vocab import PairVocab, Vocab
 
 __all__ = [
-    "GatedModelError", "HsdError", "HubAuthError", "HubOfflineError", "RevisionNotFoundError", "IncompatiblePairError", "InvalidSettingError", "ModelNotFoundError",
+    "GatedModelError", "HsdError", "HubAuthError", "RevisionNotFoundError", "IncompatiblePairError", "InvalidSettingError", "ModelNotFoundError",
     "NotCausalLMError", "PromptError", "RemoteCodeError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
     "stream", "PRESETS", "Model", "Pair", "clear_cache", "is_loaded", "load_model", "load_pair", "Emitted", "Position", "Result",
     "Round", "Span", "PairVocab", "Vocab", "ALGORITHMS", "Algorithm", "availability", "register", "unregister",

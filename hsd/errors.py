@@ -24,10 +24,6 @@ class RevisionNotFoundError(ModelNotFoundError):
     """The model exists on the Hub but the pinned ``revision`` (branch, tag or commit) does not."""
 
 
-class HubOfflineError(ModelNotFoundError):
-    """The model is not in the local Hugging Face cache and the Hub cannot be reached (or offline mode is on)."""
-
-
 class HubAuthError(HsdError):
     """The Hub refused the access token (HTTP 401): it is invalid, expired or revoked."""
 

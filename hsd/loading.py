@@ -26,7 +26,7 @@ from huggingface_hub import constants as hub_constants
 from huggingface_hub import errors as hub_errors
 
 from .assets import ASSETS
-from .errors import (GatedModelError, HsdError, HubAuthError, HubOfflineError, InvalidSettingError, ModelNotFoundError,
+from .errors import (GatedModelError, HsdError, HubAuthError, InvalidSettingError, ModelNotFoundError,
                      NotCausalLMError, RemoteCodeError, RevisionNotFoundError, TokenizerMissingError)
 from .vocab import PairVocab, Vocab
 
@@ -319,7 +319,7 @@ def hub_error(name: str, exc: BaseException, revision: str | None = None) -> Hsd
             "or the path; if it is a private repository, log in (`hf auth login`) or set HF_TOKEN.")
     if isinstance(cause, _UNREACHABLE):
         why = " (offline mode: HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE is set)" if offline() else ""
-        return HubOfflineError(
+        return ModelNotFoundError(
             f"Model {name!r}{at} is not available locally and the Hugging Face Hub cannot be reached{why}. On a "
             f"machine with network access run `hf download {name}{pinned}` (it fills the Hugging Face cache, which "
             "you can copy here), or pass the path of a local model directory.")
@@ -334,7 +334,7 @@ def hub_error(name: str, exc: BaseException, revision: str | None = None) -> Hsd
             "revoked). Log in again (`hf auth login`) or set HF_TOKEN to a valid token from "
             "https://huggingface.co/settings/tokens; for a public model, unset HF_TOKEN.")
     if isinstance(cause, hub_errors.HfHubHTTPError):
-        return HubOfflineError(
+        return ModelNotFoundError(
             f"The Hugging Face Hub answered {status or 'with an error'} while loading {name!r}{at}: try again in "
             f"a while, or run `hf download {name}{pinned}` and load from the cache.")
     return None

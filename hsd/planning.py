@@ -95,7 +95,7 @@ def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "aut
         if is_loaded(name, device=device, dtype=dtype, revision=revision):
             lines.append(f"- **{role}** `{name}`: already loaded")
             continue
-        params, note = hub_params(name, revision)
+        params, note = hub_params(name, revision) if revision else hub_params(name)  # unpinned: the call as before
         if params:
             total += params * width
             note += f", ≈{params * width / 1e9:.1f} GB in {str(torch_dtype).replace('torch.', '')}"

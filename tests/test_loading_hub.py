@@ -129,7 +129,7 @@ HUB_ERRORS = [
      "is a gated model: accept its licence on https://huggingface.co/org/remote"),
     (_hub_answers(401, {"X-Error-Message": "Invalid credentials in Authorization header"}), hsd.HubAuthError,
      "refused the access token"),
-    (_hub_answers(503), hsd.HubOfflineError, "is not available locally and the Hugging Face Hub cannot be reached"),
+    (_hub_answers(503), hsd.ModelNotFoundError, "is not available locally and the Hugging Face Hub cannot be reached"),
 ]
 
 
@@ -158,7 +158,7 @@ def test_offline_is_read_through_huggingface_hub_constants_for_both_variables(tm
     code = ("import hsd, hsd.loading as l, hsd.planning as p\n"
             "print(l.offline(), p.hub_params('org/remote')[1])\n"
             "try:\n    hsd.load_model('org/remote', device='cpu')\n"
-            "except hsd.HubOfflineError as e:\n    print(e)")
+            "except hsd.ModelNotFoundError as e:\n    print(e)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("True Hub offline (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE)"), proc.stdout
@@ -180,3 +180,21 @@ def test_planning_reads_hub_errors_by_type(monkeypatch):
             raise exc
         monkeypatch.setattr(huggingface_hub, "model_info", fail)
         assert note in planning.hub_params("org/x", "v7")[1]
+
+
+@pytest.mark.parametrize("command", ["generate --prompt x", "vocab", "bench", "advise"])
+def test_every_subcommand_that_loads_a_pair_takes_both_revisions(command):
+    from hsd.cli import build_parser
+
+    args = build_parser().parse_args(command.split() + ["--target-revision", "v1", "--drafter-revision", MAIN])
+    assert (args.target_revision, args.drafter_revision) == ("v1", MAIN)
+
+
+def test_plan_load_names_the_pinned_revision_and_knows_it_is_loaded(hub):
+    import hsd.planning as planning
+
+    plan = planning.plan_load("org/tiny-target", "", "cpu", target_revision="v1")
+    assert "`org/tiny-target` @ `v1`: Hub offline" in plan, plan
+    hsd.load_model("org/tiny-target", revision="v1", device="cpu")
+    assert "already loaded" in planning.plan_load("org/tiny-target", "", "cpu", target_revision="v1")
+    assert "already loaded" not in planning.plan_load("org/tiny-target", "", "cpu")  # main is another model
