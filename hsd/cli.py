@@ -276,7 +276,7 @@ def cmd_advise(args) -> int:
                     max_new_tokens=args.max_new_tokens, seed=args.seed)
     print(format_advice(advice))
     if args.json:
-        return write_output(args.json, json.dumps(advice, indent=1, default=str))
+        return write_output(args.json, json.dumps({**advice, "pair": pair.provenance()}, indent=1, default=str))
     return 0
 
 

@@ -124,6 +124,8 @@ def _side(model: Model) -> dict:
     config_size = getattr(getattr(model.model, "config", None), "vocab_size", None)
     return {
         "name": model.name,
+        "revision": model.revision,
+        "commit": model.commit,
         "tokenizer_size": len(vocab),
         "model_vocab_size": config_size,
         "padded": bool(config_size and config_size > len(vocab)),

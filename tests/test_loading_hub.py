@@ -198,3 +198,16 @@ def test_plan_load_names_the_pinned_revision_and_knows_it_is_loaded(hub):
     hsd.load_model("org/tiny-target", revision="v1", device="cpu")
     assert "already loaded" in planning.plan_load("org/tiny-target", "", "cpu", target_revision="v1")
     assert "already loaded" not in planning.plan_load("org/tiny-target", "", "cpu")  # main is another model
+
+
+def test_vocab_and_advise_json_record_the_commits(hub, tmp_path, capsys):
+    models = ["--target", "org/tiny-target", "--target-revision", "v1", "--drafter", "org/tiny-drafter",
+              "--device", "cpu"]
+    assert main(["vocab", *models, "--json", str(tmp_path / "vocab.json")]) == 0, capsys.readouterr().err
+    report = json.loads((tmp_path / "vocab.json").read_text())
+    assert (report["target"]["revision"], report["target"]["commit"], report["drafter"]["commit"]) == ("v1", V1, MAIN)
+    argv = ["advise", *models, "--num-prompts", "1", "--max-new-tokens", "4", "--algorithms", "slem", "--json",
+            str(tmp_path / "advice.json")]
+    assert main(argv) == 0, capsys.readouterr().err
+    pair = json.loads((tmp_path / "advice.json").read_text())["pair"]
+    assert (pair["target_commit"], pair["drafter_commit"]) == (V1, MAIN)
