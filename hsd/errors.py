@@ -25,7 +25,7 @@ class RevisionNotFoundError(ModelNotFoundError):
 
 
 class HubAuthError(HsdError):
-    """The Hub refused the access token (HTTP 401): it is invalid, expired or revoked."""
+    """The Hub refused the access token: invalid, expired or revoked (401), or without access (403)."""
 
 
 class NotCausalLMError(HsdError):

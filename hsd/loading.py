@@ -287,16 +287,17 @@ _HUB_ERRORS = (hub_errors.GatedRepoError, hub_errors.RevisionNotFoundError, hub_
 
 
 def hub_cause(exc: BaseException | None) -> BaseException | None:
-    """The ``huggingface_hub`` error behind ``exc``: itself, or the one transformers re-raised it from
-    (``raise OSError(...) from e``). Only explicit causes count: an error handled on the way (``__context__``,
-    e.g. an optional file missing) did not cause the failure."""
-    seen = set()
+    """The innermost ``huggingface_hub`` error behind ``exc`` along its explicit causes (transformers re-raises
+    ``OSError(...) from e``; huggingface_hub wraps a Hub's 403 or 5xx answer in a "not in the cache" error, so the
+    innermost one says what happened). An error merely handled on the way (``__context__``, e.g. an optional file
+    missing) did not cause the failure and is not followed."""
+    found, seen = None, set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, _HUB_ERRORS):
-            return exc
+            found = exc
         seen.add(id(exc))
         exc = exc.__cause__
-    return None
+    return found
 
 
 def hub_error(name: str, exc: BaseException, revision: str | None = None) -> HsdError | None:
@@ -328,10 +329,11 @@ def hub_error(name: str, exc: BaseException, revision: str | None = None) -> Hsd
     if isinstance(cause, hub_errors.EntryNotFoundError):
         return ModelNotFoundError(f"{name!r}{at} lacks a file transformers needs ({str(cause).splitlines()[0][:200]}): "
                                   "is it a transformers model repository?")
-    if status == 401:
+    if status in (401, 403):
+        why = "invalid, expired or revoked" if status == 401 else "it lacks permission for this repository"
         return HubAuthError(
-            f"The Hugging Face Hub refused the access token while loading {name!r} (401: invalid, expired or "
-            "revoked). Log in again (`hf auth login`) or set HF_TOKEN to a valid token from "
+            f"The Hugging Face Hub refused the access token while loading {name!r} ({status}: {why}). Log in "
+            "again (`hf auth login`) or set HF_TOKEN to a valid token with read access from "
             "https://huggingface.co/settings/tokens; for a public model, unset HF_TOKEN.")
     if isinstance(cause, hub_errors.HfHubHTTPError):
         return ModelNotFoundError(

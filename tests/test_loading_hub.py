@@ -120,6 +120,10 @@ def _hub_answers(api_status=200, api_headers=None, file_status=200, file_headers
     return handle
 
 
+def _no_network(request: httpx2.Request) -> httpx2.Response:
+    raise httpx2.ConnectError("no route to host", request=request)
+
+
 HUB_ERRORS = [
     (_hub_answers(404, {"X-Error-Code": "RepoNotFound"}), hsd.ModelNotFoundError,
      "was not found on the Hugging Face Hub or as a local directory"),
@@ -128,13 +132,15 @@ HUB_ERRORS = [
     (_hub_answers(file_status=403, file_headers={"X-Error-Code": "GatedRepo"}), hsd.GatedModelError,
      "is a gated model: accept its licence on https://huggingface.co/org/remote"),
     (_hub_answers(401, {"X-Error-Message": "Invalid credentials in Authorization header"}), hsd.HubAuthError,
-     "refused the access token"),
-    (_hub_answers(503), hsd.ModelNotFoundError, "is not available locally and the Hugging Face Hub cannot be reached"),
+     "refused the access token while loading 'org/remote' (401: invalid"),
+    (_hub_answers(file_status=403), hsd.HubAuthError, "(403: it lacks permission for this repository)"),
+    (_hub_answers(503), hsd.ModelNotFoundError, "The Hugging Face Hub answered 503 while loading 'org/remote'"),
+    (_no_network, hsd.ModelNotFoundError, "is not available locally and the Hugging Face Hub cannot be reached."),
 ]
 
 
 @pytest.mark.parametrize("handler,error,fragment", HUB_ERRORS, ids=["not found", "revision", "gated", "bad token",
-                                                                    "hub down"])
+                                                                    "no permission", "hub down", "no network"])
 def test_hub_errors_become_hsd_errors_by_type(tmp_path, monkeypatch, handler, error, fragment):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
