@@ -146,7 +146,8 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
         text=bytes(s.generated).decode("utf-8", errors="replace"), rounds=s.rounds, metrics=metrics,
         settings={"temperature": temperature, "top_k": top_k, "top_p": top_p, "lookahead": lookahead,
                   "max_new_tokens": max_new_tokens, "seed": seed, "drafter_temperature": drafter_temperature,
-                  **pair.provenance(), "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", "")},
+                  **pair.provenance(),  # names, revisions asked for, commits loaded
+                  "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", "")},
         stop_reason=s.stop_reason, prefill={"seconds": s.prefill_seconds, **prefill_forwards})
 
 

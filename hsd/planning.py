@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 import torch
-
 from huggingface_hub import errors as hub_errors
 
 from .errors import ModelNotFoundError, ResourceLimitError
@@ -68,8 +67,8 @@ def hub_params(name: str, revision: str | None = None) -> tuple[int | None, str]
         return None, "not found on the Hub (or private: log in)"
     except Exception as exc:  # noqa: BLE001 - unreachable Hub, a refused token, rate limits...
         status = getattr(getattr(exc, "response", None), "status_code", None)
-        if status == 401:
-            return None, "the Hub refused the access token (401): check HF_TOKEN"
+        if status in (401, 403):
+            return None, f"the Hub refused the access token ({status}): check HF_TOKEN"
         return None, f"Hub not reachable ({type(exc).__name__}): will try the local Hugging Face cache"
     params = getattr(getattr(info, "safetensors", None), "total", None)
     gated = " · gated: needs an accepted licence and HF_TOKEN" if getattr(info, "gated", False) else ""
