@@ -16,9 +16,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
-
-import hsd
 from hsd import figures, forms, planning, viz
 from hsd.bench import run_each
 from hsd.loading import GALLERY
@@ -214,17 +213,18 @@ def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_n
             for progress in run_each(pair, names, **kw):
                 if isinstance(progress, str):
                     yield _outputs(COMPARE_OUT, status=progress)
-        results, failed = progress
+        results, failed = progress.results, progress.failed
         device = f"{device_name(pair.target.device)}, {results['ar'].settings['dtype']}"
-        table = viz.summary_table(results)
+        table = viz.summary_table(results, progress)
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-compare.csv"
         table.to_csv(csv, index=False)
         skipped = [a for a in hsd.ALGORITHMS if a not in results and a not in failed]
         status = (f"✅ Compared {', '.join(results)} on {device}, temperature {kw['temperature']}, seed "
                   f"{kw['seed']}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
+                  + f"\n\n{viz.timing_note(progress)}"
                   + "".join(f"\n\n⚠️ {name} stopped: {msg}" for name, msg in failed.items()))
         yield _outputs(COMPARE_OUT, status=status, badge=viz.lossless_badge(results),
-                       speedup=figures.speedup_figure(results, device),
+                       speedup=figures.speedup_figure(results, device, progress),
                        tokens_time=figures.tokens_time_figure(results),
                        histogram=figures.acceptance_histogram_figure(results),
                        positions=figures.position_acceptance_figure(results),

@@ -21,7 +21,7 @@ from .algorithms import ALGORITHMS
 from .figures import (ALGORITHM_COLORS, SPLIT_COLORS, acceptance_histogram_figure,  # noqa: F401  (re-exported)
                       bench_figures, expected_speedup, position_acceptance_figure, predicted, rounds_figure,
                       scale_figure, speedup_figure, time_split_figure, tokens_time_figure)
-from .metrics import Metrics
+from .metrics import NOISY_SPREAD, Metrics
 from .trace import Result, Round
 
 COLORS = {"accepted": "#22c55e", "corrected": "#f97316", "bonus": "#3b82f6", "rejected": "#9ca3af",
@@ -355,8 +355,11 @@ SUMMARY_COLUMNS = ["algorithm", "tokens", "tokens/s", "speedup", "predicted spee
                    "acceptance rate", "target forwards", "drafter forwards", "lossless (T=0)"]
 
 
-def summary_table(results: dict[str, Result]) -> pd.DataFrame:
-    """One row per run, with names production engines use (τ = mean accepted length per target forward)."""
+def summary_table(results: dict[str, Result], comparison=None) -> pd.DataFrame:
+    """One row per run, with names production engines use (τ = mean accepted length per target forward).
+
+    With a :class:`hsd.bench.Comparison`, tokens/s and speedups are medians over its interleaved repeats and
+    a column gives each speedup's spread."""
     ar = results.get("ar")
     ar_tps = Metrics.of(ar.metrics).tokens_per_s if ar else None
     same = lossless(results)
@@ -374,10 +377,33 @@ def summary_table(results: dict[str, Result]) -> pd.DataFrame:
             "drafter forwards": m.drafter_forwards,
             "lossless (T=0)": {True: "yes", False: "NO"}.get(same.get(name), "—"),
         })
+        if comparison is not None:
+            tps, up, pred = (comparison.spread(name, key) for key in ("tokens_per_s", "speedup", "predicted"))
+            rows[-1].update({"tokens/s": rnd(tps and tps.median, 1),
+                             "speedup": rnd(up.median, 2) if up else rows[-1]["speedup"],
+                             "predicted speedup": rnd(pred and pred.median, 2),
+                             "speedup spread": f"{up.low:.2f}–{up.high:.2f} ({up.n} repeats)" if up else None})
         if "psi_forwards" in m:  # SLRS: the cost of computing psi (spec §4)
             rows[-1].update({"ψ drafter forwards": m["psi_forwards"], "ψ paths": m.get("psi_paths")})
-    extra = [c for c in ("ψ drafter forwards", "ψ paths") if any(c in r for r in rows)]
+    extra = [c for c in ("speedup spread", "ψ drafter forwards", "ψ paths") if any(c in r for r in rows)]
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + extra)
+
+
+def timing_note(comparison) -> str:
+    """One Markdown sentence on how a :class:`hsd.bench.Comparison` was timed, and whether to trust it."""
+    parts = []
+    for name in comparison.speedup:
+        s = comparison.spread(name)
+        if s is not None:
+            parts.append(f"{name} {s.median:.2f}× ({s.low:.2f}–{s.high:.2f})")
+    text = (f"Speedups: median of {comparison.repeats} interleaved repeats (AR and each algorithm alternately, "
+            f"{comparison.seconds:.0f} s), with their spread: " + ", ".join(parts) + ".")
+    noisy = comparison.noisy()
+    if noisy:
+        text += (f" ⚠️ **Too noisy to trust** for {', '.join(noisy)}: the timings varied by more than "
+                 f"{NOISY_SPREAD:.0%} between repeats, so the machine's load, not the algorithm, decides them. "
+                 "Compare again when the machine is quieter.")
+    return text
 
 
 def lossless(results: dict[str, Result]) -> dict[str, bool]:
