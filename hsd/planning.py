@@ -95,3 +95,15 @@ def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "aut
             f"These models need about {total / 1e9:.1f} GB but {dev.type} has {free / 1e9:.1f} GB free: choose a "
             "smaller pair, dtype bfloat16, or a machine with more memory.")
     return "\n".join(lines + [f"- device: {device_name(dev)}"])
+
+
+def loadable_offline(target: str, drafter: str, device: str = "auto", dtype: str = "auto") -> bool:
+    """Whether loading this pair (names from :func:`resolve_name`) downloads nothing: the target and any drafter
+    are local directories or already loaded. A front end checks such a pair as soon as it is chosen."""
+    def local(name: str) -> bool:
+        try:
+            return Path(name).expanduser().is_dir() or is_loaded(name, device=device, dtype=dtype)
+        except Exception:  # noqa: BLE001 - an unknown device or dtype: the load itself will say why
+            return False
+
+    return bool(target) and local(target) and (not drafter or local(drafter))

@@ -316,6 +316,9 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
                 c = OUTCOME_COLORS.get(pos.outcome, "#9ca3af")
                 cells.append(f'<td class="hsd-outcome hsd-{pos.outcome}" colspan="{b - a}" style="{cell};'
                              f'background:{c};color:white;font-weight:700;border-radius:6px">{pos.outcome}</td>')
+            elif pos.outcome == "unverified":  # an earlier proposal was rejected: nothing was computed here
+                cells.append(f'<td colspan="{b - a}" class="hsd-unverified" title="not verified: an earlier '
+                             f'proposal was rejected" style="{cell};color:#9ca3af">—</td>')
             else:
                 cells.append(f'<td colspan="{b - a}" style="{cell};font-family:{MONO}">{fn(pos)}</td>')
             col = b
@@ -387,6 +390,25 @@ def summary_table(results: dict[str, Result], comparison=None) -> pd.DataFrame:
             rows[-1].update({"ψ drafter forwards": m["psi_forwards"], "ψ paths": m.get("psi_paths")})
     extra = [c for c in ("speedup spread", "ψ drafter forwards", "ψ paths") if any(c in r for r in rows)]
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + extra)
+
+
+def availability_markdown(why: dict[str, str | None], cost: dict[str, str] | None = None) -> str:
+    """:func:`hsd.availability` as a Markdown list: ✅ for each algorithm that runs (with its cost note, e.g.
+    SLRS's share of ⊥ proposals), ⛔ with the reason for each that does not."""
+    cost = cost or {}
+    return "\n".join(f"- ✅ **{name}**" + (f": {cost[name]}" if cost.get(name) else "") if reason is None
+                     else f"- ⛔ **{name}**: {reason}" for name, reason in why.items())
+
+
+def cost_notes(report: dict) -> dict[str, str]:
+    """Per algorithm, what running it costs beyond its drafts, from a compatibility report
+    (:func:`hsd.report.compatibility_report`): SLRS's ψ path counts and its share of ⊥ proposals."""
+    slrs = report.get("slrs")
+    if not slrs:
+        return {}
+    return {"slrs": (f"ψ needs a median of {slrs['paths_median']:,} drafter paths per target token (worst "
+                     f"{slrs['paths_max']:,}); {slrs['heavy_share']:.1%} of target tokens are over the budget of "
+                     f"{slrs['default_budget']:,} and are proposed as ⊥ (never accepted)")}
 
 
 def timing_note(comparison) -> str:
