@@ -35,6 +35,7 @@ log = logging.getLogger("hsd.app")
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true")
 MAX_NEW_TOKENS = forms.MAX_NEW_TOKENS
 STREAM_INTERVAL_S = 0.15
+STOP_SETTLE_S = 0.5
 LOCK_TIMEOUT_S = 600
 PAPER = "https://arxiv.org/abs/2502.05202"
 PAIRS = GALLERY
@@ -339,8 +340,36 @@ def advise_live(target, drafter, prompt, temperature, device="auto", dtype="auto
         yield _error(exc)
 
 
+class ExampleOut(NamedTuple):
+    """What :func:`example_chosen` fills: the form, and the pair check in the same update (so the algorithm
+    choice and the verdict never disagree, even for a moment)."""
+
+    preset: object
+    target: object
+    drafter: object
+    prompt: object
+    algorithm: object
+    temperature: object
+    lookahead: object
+    max_new_tokens: object
+    report: object
+    availability: object
+
+
+def example_chosen(index, device="auto", dtype="auto"):
+    """Fill the form with example ``index`` and check its pair as :func:`pair_changed` does."""
+    _, preset, text, algorithm, temperature, lookahead, max_new_tokens = EXAMPLES[int(index)]
+    target, drafter = PAIRS[preset]
+    check = pair_changed(target, drafter, device, dtype, algorithm)
+    choice = check.algorithm if "value" in check.algorithm else {**check.algorithm, "value": algorithm}
+    return ExampleOut(preset, target, drafter, text, choice, temperature, lookahead, max_new_tokens, check.report,
+                      check.availability)
+
+
 def stopped(status, advice):
-    """Stop: a run, comparison or advice in progress says it stopped; a finished one stays as it is."""
+    """Stop: a run, comparison or advice in progress says it stopped; a finished one stays as it is. Runs after
+    the cancel, a moment later, so an update the cancelled run had already sent cannot overwrite it."""
+    time.sleep(STOP_SETTLE_S)
     busy = ("⏳", "▶️")
     return (STOPPED if str(status or "").startswith(busy) else gr.update(),
             "⏹ Advise stopped." if str(advice or "").startswith(busy) else gr.update())
@@ -378,15 +407,14 @@ def token_room(target, drafter, prompt, mode, device="auto", dtype="auto"):
 
 BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
 #: (label, preset, prompt, algorithm, temperature, lookahead, max new tokens); the label states every setting
-EXAMPLES = [
-    ("SLEM · greedy · k=5 · 96 tokens · code completion", EMBEDDED, "def fibonacci(n):\n", "slem", 0, 5, 96),
-    ("TLI · sampled T=1 · k=5 · 96 tokens · TLI accepts more than SLEM here", EMBEDDED,
-     "import os\n\n\ndef read_lines(path):\n", "tli", 1.0, 5, 96),
-    ("SLEM · sampled T=0.8 · k=8 · 96 tokens · a long lookahead", EMBEDDED,
-     "class Stack:\n    def __init__(self):\n", "slem", 0.8, 8, 96),
-    ("SLRS · sampled T=1 · k=5 target positions · 64 tokens · byte-level drafter", BYTES, "def fibonacci(n):\n",
-     "slrs", 1.0, 5, 64),
-    ("SLEM · greedy · k=5 · 64 tokens · a bad drafter (needs a GPU and a Hub token)", BAD_DRAFTER,
+EXAMPLES = [  # the label states every setting the example fills, and is short enough to be shown whole
+    ("slem · T=0 · k=5 · 96 tokens: def fibonacci(n):", EMBEDDED, "def fibonacci(n):\n", "slem", 0, 5, 96),
+    ("tli · T=1 · k=5 · 96 tokens: import os", EMBEDDED, "import os\n\n\ndef read_lines(path):\n", "tli", 1.0, 5,
+     96),
+    ("slem · T=0.8 · k=8 · 96 tokens: class Stack:", EMBEDDED, "class Stack:\n    def __init__(self):\n", "slem",
+     0.8, 8, 96),
+    ("slrs, byte drafter · T=1 · k=5 · 64 tokens", BYTES, "def fibonacci(n):\n", "slrs", 1.0, 5, 64),
+    ("bad drafter (GPU) · slem · T=0 · k=5 · 64 tokens", BAD_DRAFTER,
      "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64),
 ]
 
@@ -404,11 +432,11 @@ def build() -> gr.Blocks:
                 preset = gr.Dropdown(list(PAIRS), value=EMBEDDED, label="Model pair (target ← drafter)")
                 target = gr.Textbox(default_target, label="Target (Hub id or local directory)")
                 drafter = gr.Textbox(default_drafter, label="Drafter (empty: AR only)")
-                algorithm = gr.Radio(ALGOS, value="slem", label="Algorithm")
+                algorithm = gr.Radio(ALGOS, value="slem", label="Algorithm", elem_id="hsd-algorithm")
                 check_btn = gr.Button("Check pair", size="sm")
                 availability = gr.Markdown("Checking the pair…", elem_id="hsd-availability")
                 with gr.Accordion("Decoding settings", open=True):
-                    temperature = gr.Number(0, label="temperature", info=f"0 = greedy; {forms.TEMPERATURE[0]:g}.."
+                    temperature = gr.Number(0, label="temperature", elem_id="hsd-temperature", info=f"0 = greedy; {forms.TEMPERATURE[0]:g}.."
                                             f"{forms.TEMPERATURE[1]:g}", step=0.1)
                     lookahead = gr.Number(5, label="lookahead k", precision=0, step=1,
                                           info=f"{forms.LOOKAHEAD[0]}..{forms.LOOKAHEAD[1]}. {forms.LOOKAHEAD_INFO}")
@@ -464,19 +492,21 @@ def build() -> gr.Blocks:
                                     + "\n\nAll are lossless: at temperature 0 the output equals AR's token for "
                                       "token (the Compare tab checks it); when sampling, the output has exactly the "
                                       "target's distribution.")
-                examples = gr.Examples(
-                    examples=[[p, *PAIRS[p], text, a, t, k, n] for _, p, text, a, t, k, n in EXAMPLES],
-                    example_labels=[label for label, *_ in EXAMPLES],
-                    inputs=[preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens],
-                    label="Examples (each fills the pair, prompt, algorithm, temperature, lookahead and max tokens)")
+                examples = gr.Dataset(
+                    components=[prompt], samples=[[text] for _, _, text, *_ in EXAMPLES], type="index",
+                    sample_labels=[label for label, *_ in EXAMPLES], elem_id="hsd-examples",
+                    label="Examples: greedy code completion, sampling where TLI accepts more than SLEM, a long "
+                          "lookahead, SLRS with a byte-level drafter, a bad drafter (needs a GPU and a Hub token)")
         inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
         pair_in, check_out = [target, drafter, device, dtype, algorithm], [report, availability, algorithm]
         room_in = [target, drafter, prompt, mode, device, dtype]
         gpu = dict(concurrency_id="gpu", concurrency_limit=1)
-        preset.change(preset_changed, preset, [target, drafter], api_name="preset").then(
+        preset.input(preset_changed, preset, [target, drafter], api_name="preset").then(
             pair_changed, pair_in, check_out, api_visibility="private", **gpu).then(
             token_room, room_in, max_new_tokens, api_visibility="private")
-        examples.load_input_event.then(pair_changed, pair_in, check_out, api_visibility="private", **gpu).then(
+        examples.click(example_chosen, [examples, device, dtype],
+                       [preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens, report,
+                        availability], api_visibility="private", **gpu).then(
             token_room, room_in, max_new_tokens, api_visibility="private")
         for box in (target, drafter):  # a new pair: every algorithm is offered until Check pair narrows them
             box.input(lambda: (gr.update(choices=ALGOS), "Pair changed: press **Check pair** to see which "
@@ -496,8 +526,8 @@ def build() -> gr.Blocks:
         prompt.blur(token_room, room_in, max_new_tokens, api_visibility="private")
         advise_event = advise_btn.click(advise_live, [target, drafter, prompt, temperature, device, dtype], advice,
                                         api_name="advise", **gpu)
-        stop_btn.click(stopped, [status, advice], [status, advice], cancels=[run_event, compare_event, advise_event],
-                       api_visibility="private", queue=False)
+        stop_btn.click(None, cancels=[run_event, compare_event, advise_event], api_visibility="private").then(
+            stopped, [status, advice], [status, advice], api_visibility="private", concurrency_limit=None)
         round_idx.change(show_round, [state, round_idx], round_view, api_name="round", concurrency_limit=4)
         prev_btn.click(lambda s, i: step_round(s, i, -1), [state, round_idx], round_idx, api_name="prev_round")
         next_btn.click(lambda s, i: step_round(s, i, 1), [state, round_idx], round_idx, api_name="next_round")

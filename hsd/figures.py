@@ -82,21 +82,21 @@ def speedup_figure(results: dict[str, Result], device: str = "", comparison=None
         error = dict(type="data", symmetric=False, color="#111827", thickness=2, width=8,
                      array=[s.high - s.median if s else 0 for s in spreads],
                      arrayminus=[s.median - s.low if s else 0 for s in spreads])
-        title = f"Speedup over AR: median of {comparison.repeats} interleaved repeats (whiskers: spread)"
+        title = f"Speedup over AR<br><sup>median of {comparison.repeats} interleaved repeats; whiskers: spread</sup>"
         noisy = [n for n, s in zip(names, spreads) if s is None or s.noisy]
         if noisy:
             worst = max((s for n, s in zip(names, spreads) if n in noisy and s), key=lambda s: s.relative,
                         default=None)
-            title = (f"Too noisy to trust: {', '.join(noisy)} varied "
-                     + (f"from {worst.low:.2f}× to {worst.high:.2f}× " if worst else "")
-                     + f"over {comparison.repeats} repeats (is the machine busy?)")
+            title = ("Speedup over AR: too noisy to trust<br><sup>"
+                     + (f"{names[spreads.index(worst)]}: {worst.low:.2f}×–{worst.high:.2f}× " if worst else "")
+                     + f"over {comparison.repeats} repeats</sup>")
     else:
         ar_tps = Metrics.of(ar.metrics).tokens_per_s
         measured = [(Metrics.of(results[n].metrics).tokens_per_s or 0) / ar_tps for n in names]
         model = [predicted(results[n], ar) for n in names]
     fig.add_bar(x=names, y=measured, name="measured", marker_color=colors, error_y=error,
                 text=[f"{v:.2f}×" for v in measured], textposition="outside", cliponaxis=False)
-    fig.add_bar(x=names, y=model, name="predicted from the same runs' acceptance chain and round times",
+    fig.add_bar(x=names, y=model, name="predicted (same runs' acceptance and round times)",
                 marker=_hatched(colors), text=[f"{v:.2f}×" if v is not None else "" for v in model],
                 textposition="outside", cliponaxis=False)
     top = max([1.0, *measured, *(v for v in model if v is not None),
@@ -105,7 +105,9 @@ def speedup_figure(results: dict[str, Result], device: str = "", comparison=None
     fig.update_yaxes(range=[0, top * 1.25])
     fig.add_hline(y=1.0, line_dash="dash", line_color="#6b7280", annotation_text="AR = 1×")
     title = title + (f"<br><sup>{_esc(device)}</sup>" if device else "")
-    return _layout(fig, title, "algorithm", "× AR tokens/s")
+    fig = _layout(fig, title, "algorithm", "× AR tokens/s")
+    fig.update_layout(margin=dict(t=90))
+    return fig
 
 
 def tokens_time_figure(results: dict[str, Result]) -> go.Figure:
