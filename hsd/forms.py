@@ -69,8 +69,9 @@ def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed
 def room(pair, kw: dict) -> int:
     """The most new tokens this pair's target has room for after the prompt of ``kw``
     (:func:`generation_kwargs`), capped at :data:`MAX_NEW_TOKENS`."""
-    from .generate import encode_prompt
+    from .generate import _check_prompt, encode_prompt
 
+    _check_prompt(kw.get("prompt"), kw.get("messages"))  # text a tokenizer cannot take is a PromptError first
     prompt_ids = encode_prompt(pair.target, kw.get("prompt"), kw.get("messages"))[0]
     limit = pair.target.context_length or 10**9
     return max(0, min(MAX_NEW_TOKENS, limit - len(prompt_ids)))

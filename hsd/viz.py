@@ -95,6 +95,8 @@ def _token_span(text: str, label: str, title: str) -> str:
     else:
         style = ""
     body = _esc(text).replace("\n", '<span style="opacity:0.4">↵</span>\n')  # a newline token stays visible
+    if color and text and not text.strip(" \t"):  # a coloured run of spaces: show it, not an empty box
+        body = f'<span style="opacity:0.5">{_esc(visible(text))}</span>'
     return f'<span class="hsd-tok hsd-{label}" style="{style}" title="{_esc(title)}">{body}</span>'
 
 
@@ -406,8 +408,8 @@ def cost_notes(report: dict) -> dict[str, str]:
     slrs = report.get("slrs")
     if not slrs:
         return {}
-    return {"slrs": (f"ψ needs a median of {slrs['paths_median']:,} drafter paths per target token (worst "
-                     f"{slrs['paths_max']:,}); {slrs['heavy_share']:.1%} of target tokens are over the budget of "
+    return {"slrs": (f"ψ needs a median of {slrs['paths_median']:,} drafter paths per target token (99%: at most "
+                     f"{slrs['paths_p99']:,}); {slrs['heavy_share']:.1%} of target tokens are over the budget of "
                      f"{slrs['default_budget']:,} and are proposed as ⊥ (never accepted)")}
 
 

@@ -129,3 +129,9 @@ def test_output_html_places_each_rejected_draft_after_its_round():
     html = viz.output_html([r0, r1, r2], legend=False)
     order = [html.index(f">{t}</span>") for t in ("ab", "c", "XY", "d", "e", "Z")]
     assert order == sorted(order)
+
+
+def test_a_whitespace_correction_is_visible_not_an_empty_box():
+    span = viz._token_span("  ", "corrected", "round 1")
+    assert "␣␣" in span and "hsd-corrected" in span
+    assert viz._token_span("  ", "ar", "").count("␣") == 0  # plain AR text keeps its spaces
