@@ -229,6 +229,24 @@ def _emitted_text(e, specials: dict[int, str]) -> str:
     return visible(e.text.decode("utf-8", errors="replace")) or f"⟨{specials.get(e.token, e.token)}⟩"
 
 
+#: at most this many draft columns per line of the round view; a long round (a byte-level drafter's) wraps
+WRAP_COLUMNS = 12
+
+
+def _wrap(n: int, *placements) -> list[tuple[int, int]]:
+    """Column ranges of at most :data:`WRAP_COLUMNS` (longer only where a token spans the cut), cut only
+    where no token of either row crosses."""
+    inside = {c for placement in placements for a, b in placement for c in range(a + 1, b)}
+    chunks, lo = [], 0
+    while lo < n:
+        hi = min(n, lo + WRAP_COLUMNS)
+        while hi < n and hi in inside:
+            hi += 1
+        chunks.append((lo, hi))
+        lo = hi
+    return chunks
+
+
 def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int, str] | None = None,
                special_target: dict[int, str] | None = None) -> str:
     """One round as a three-row picture: drafter tokens, the draft string, the target's proposed tokens.
@@ -252,9 +270,11 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
     cell = "padding:4px 8px;text-align:center;vertical-align:top;white-space:nowrap;border:none"
     head = f'{cell};text-align:right;font-weight:600;opacity:0.8;font-family:sans-serif;font-size:0.75em'
 
-    def token_row(spans, placement, cls, shade, label_of, extra_of):
-        cells, col = [], 0
+    def token_row(spans, placement, cls, shade, label_of, extra_of, lo, hi):
+        cells, col = [], lo
         for i, (span, (a, b)) in enumerate(sorted(zip(spans, placement), key=lambda x: x[1])):
+            if not lo <= a < hi:
+                continue
             if a > col:
                 cells.append(f'<td colspan="{a - col}" style="border:none"></td>')
             bg = shade[i % 2]
@@ -263,8 +283,8 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
                          f'<div style="font-size:1.1em;font-weight:600">{_esc(label_of(span))}</div>'
                          f'<div style="font-size:0.7em;opacity:0.75">{extra_of(span)}</div></td>')
             col = b
-        if col < len(cols):
-            cells.append(f'<td colspan="{len(cols) - col}" style="border:none"></td>')
+        if col < hi:
+            cells.append(f'<td colspan="{hi - col}" style="border:none"></td>')
         return "".join(cells)
 
     def label(span, specials):
@@ -273,9 +293,11 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
         return f"⟨{specials.get(span.id, 'special')}⟩"
 
     drafted_symbol = spec.draft_symbol if spec else "q"  # what the drafter sampled each token from
-    drafted_row = token_row(rnd.drafted, d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"),
-                            lambda s: label(s, sd),
-                            lambda s: f"id {s.id}" + ("" if s.prob is None else f"<br>{drafted_symbol} {s.prob:.2f}"))
+    def drafted_row(lo, hi):
+        return token_row(rnd.drafted, d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"), lambda s: label(s, sd),
+                         lambda s: f"id {s.id}" + ("" if s.prob is None else f"<br>{drafted_symbol} {s.prob:.2f}"),
+                         lo, hi)
+
     outcome = {id(s): (rnd.positions[i] if i < len(rnd.positions) else None) for i, s in enumerate(rnd.proposed)}
     bottom = {k: pos.bottom for k, pos in outcome.items() if pos is not None and pos.bottom}  # SLRS's ⊥ proposals
 
@@ -284,9 +306,12 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
             return label(span, st)
         return "⊥ " + label(span, st) if span.id >= 0 else "⊥"
 
-    target_row = token_row(rnd.proposed, t_place, "hsd-target-tok", ("#fef3c7", "#fde68a"), target_label,
-                           lambda s: (f"id {s.id}" if s.id >= 0 else "no token")
-                           + (f'<br><span class="hsd-bottom">⊥: {_esc(bottom[id(s)])}</span>' if id(s) in bottom else ""))
+    def target_row(lo, hi):
+        return token_row(rnd.proposed, t_place, "hsd-target-tok", ("#fef3c7", "#fde68a"), target_label,
+                         lambda s: (f"id {s.id}" if s.id >= 0 else "no token")
+                         + (f'<br><span class="hsd-bottom">⊥: {_esc(bottom[id(s)])}</span>' if id(s) in bottom
+                            else ""), lo, hi)
+
     draft_cells = []
     for ci, (s, e) in enumerate(cols):
         if e is None:
@@ -299,16 +324,21 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
         cls = "hsd-draft-piece" + (" hsd-boundary-disagree" if disagree else "")
         draft_cells.append(f'<td class="{cls}" style="{cell};border-left:{border};font-family:{MONO};'
                            f'font-size:{1.5 if whole else 0.9}em{lagged}">{_esc(text)}</td>')
-    stat_rows = []
     by_col = sorted(zip(rnd.proposed, t_place), key=lambda x: x[1][0])
     rows = [("p (target)", lambda p: _fmt(p.p))]
     if symbol:
         rows.append((f"{symbol} (proposal)", lambda p: _fmt(p.q)))
     rows.append(("P(accept)" + (" = p" if symbol is None else f" = min(1, p/{symbol})"), lambda p: _fmt(p.accept_prob)))
     rows.append(("outcome", None))
-    for name, fn in rows:
-        cells, col = [f'<th style="{head}">{_esc(name)}</th>'], 0
+
+    def stat_rows(lo, hi):
+        return "".join(stat_row(name, fn, lo, hi) for name, fn in rows)
+
+    def stat_row(name, fn, lo, hi):
+        cells, col = [f'<th style="{head}">{_esc(name)}</th>'], lo
         for span, (a, b) in by_col:
+            if not lo <= a < hi:
+                continue
             pos = outcome[id(span)]
             if a > col:
                 cells.append(f'<td colspan="{a - col}" style="border:none"></td>')
@@ -324,7 +354,14 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
             else:
                 cells.append(f'<td colspan="{b - a}" style="{cell};font-family:{MONO}">{fn(pos)}</td>')
             col = b
-        stat_rows.append("<tr>" + "".join(cells) + "</tr>")
+        return "<tr>" + "".join(cells) + "</tr>"
+
+    tables = "".join(f"""<table class="hsd-boundaries" style="border-collapse:separate;border-spacing:4px;border:none;
+margin:0 0 0.6em 0"><tr><th style="{head}">drafter tokens</th>{drafted_row(lo, hi)}</tr>
+<tr><th style="{head}">draft string</th>{"".join(draft_cells[lo:hi])}</tr>
+<tr><th style="{head}">target tokens</th>{target_row(lo, hi)}</tr>
+{stat_rows(lo, hi)}
+</table>""" for lo, hi in _wrap(len(cols), d_place, t_place))
     emitted = "".join(_token_span(_emitted_text(e, st), e.label, LEGEND_TEXT[e.label]) for e in rnd.emitted)
     events = ", ".join(_esc(e) for e in rnd.events) or "none"
     x = rnd.extra
@@ -339,13 +376,7 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
     return f"""<div class="hsd-round" style="font-size:20px;line-height:1.4">
 <div style="margin-bottom:0.4em"><b>Round {rnd.index}</b>: the drafter drafted {len(rnd.drafted)} token(s);
 the target was proposed {len(rnd.proposed)} token(s) and accepted {rnd.n_accepted}.{lag}</div>
-<div style="overflow-x:auto">
-<table class="hsd-boundaries" style="border-collapse:separate;border-spacing:4px;border:none;margin:0">
-<tr><th style="{head}">drafter tokens</th>{drafted_row}</tr>
-<tr><th style="{head}">draft string</th>{"".join(draft_cells)}</tr>
-<tr><th style="{head}">target tokens</th>{target_row}</tr>
-{"".join(stat_rows)}
-</table></div>
+<div style="overflow-x:auto">{tables}</div>
 <div style="margin-top:0.5em">Emitted this round:
 <span style="font-family:{MONO};font-size:1.2em">{emitted}</span></div>
 <div style="font-size:0.8em;opacity:0.8;margin-top:0.3em">Red dashed line: a boundary only one tokenizer has.

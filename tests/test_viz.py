@@ -135,3 +135,10 @@ def test_a_whitespace_correction_is_visible_not_an_empty_box():
     span = viz._token_span("  ", "corrected", "round 1")
     assert "␣␣" in span and "hsd-corrected" in span
     assert viz._token_span("  ", "ar", "").count("␣") == 0  # plain AR text keeps its spaces
+
+
+def test_a_long_round_wraps_only_where_no_token_crosses():
+    assert viz._wrap(30, [(0, 2), (2, 30)], [(0, 30)]) == [(0, 30)]  # one token spans all: one line
+    assert viz._wrap(30, [(i, i + 1) for i in range(30)], [(0, 13), (13, 30)]) == [(0, 13), (13, 30)]
+    assert viz._wrap(30, [(i, i + 1) for i in range(30)], [(i, i + 1) for i in range(30)]) == [(0, 12), (12, 24),
+                                                                                                (24, 30)]
