@@ -11,9 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,7 +34,6 @@ ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true")
 MAX_NEW_TOKENS = forms.MAX_NEW_TOKENS
 STREAM_INTERVAL_S = 0.15
 STOP_SETTLE_S = 0.5
-LOCK_TIMEOUT_S = 600
 PAPER = "https://arxiv.org/abs/2502.05202"
 PAIRS = GALLERY
 EMBEDDED, BYTES = list(GALLERY)[:2]
@@ -97,34 +94,7 @@ def _gpu(duration):
     return spaces.GPU(duration=duration)
 
 
-_LOAD_LOCK = threading.Lock()
-_DEVICE_LOCKS: dict[str, threading.Lock] = {}
-
-
-@contextmanager
-def _device_lock(device: str):
-    """One run per device at a time: two users never share a model object mid-run, and timings stay clean."""
-    with _LOAD_LOCK:
-        lock = _DEVICE_LOCKS.setdefault(device, threading.Lock())
-    if not lock.acquire(timeout=LOCK_TIMEOUT_S):
-        raise hsd.ResourceLimitError(f"The {device} device has been busy for {LOCK_TIMEOUT_S} s: try again shortly.")
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "auto") -> str:
-    return planning.plan_load(planning.resolve_name(target), planning.resolve_name(drafter), device, dtype)
-
-
-def get_pair(target: str, drafter: str, device: str, dtype: str) -> hsd.Pair:
-    """``hsd.load_pair`` (its cache keeps one Pair per loaded models) for the names typed in the form."""
-    target, drafter = planning.resolve_name(target), planning.resolve_name(drafter)
-    if not target:
-        raise hsd.ModelNotFoundError("No target model: choose a preset or type a Hub id or a local directory.")
-    with _LOAD_LOCK:
-        return hsd.load_pair(target, drafter or None, device=device, dtype=dtype)
+plan_load, get_pair, _device_lock = planning.plan_named, planning.load_named_pair, planning.device_lock
 
 
 def _error(exc: BaseException) -> str:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from .errors import ModelNotFoundError, ResourceLimitError
-from .loading import embedded_path, is_loaded, resolve_device, resolve_dtype
+from .loading import embedded_path, is_loaded, load_pair, resolve_device, resolve_dtype
 from .machine import device_name
 
 HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
@@ -107,3 +109,36 @@ def loadable_offline(target: str, drafter: str, device: str = "auto", dtype: str
             return False
 
     return bool(target) and local(target) and (not drafter or local(drafter))
+
+
+_LOAD_LOCK = threading.Lock()
+_DEVICE_LOCKS: dict[str, threading.Lock] = {}
+LOCK_TIMEOUT_S = 600
+
+
+def plan_named(target: str, drafter: str, device: str = "auto", dtype: str = "auto") -> str:
+    """:func:`plan_load` for names as a form holds them (checked by :func:`resolve_name`)."""
+    return plan_load(resolve_name(target), resolve_name(drafter), device, dtype)
+
+
+def load_named_pair(target: str, drafter: str, device: str = "auto", dtype: str = "auto"):
+    """:func:`hsd.load_pair` (its cache keeps one Pair per loaded models) for names as a form holds them, one
+    load at a time."""
+    target, drafter = resolve_name(target), resolve_name(drafter)
+    if not target:
+        raise ModelNotFoundError("No target model: choose a preset or type a Hub id or a local directory.")
+    with _LOAD_LOCK:
+        return load_pair(target, drafter or None, device=device, dtype=dtype)
+
+
+@contextmanager
+def device_lock(device: str, timeout_s: float = LOCK_TIMEOUT_S):
+    """One run per device at a time: two users never share a model object mid-run, and timings stay clean."""
+    with _LOAD_LOCK:
+        lock = _DEVICE_LOCKS.setdefault(device, threading.Lock())
+    if not lock.acquire(timeout=timeout_s):
+        raise ResourceLimitError(f"The {device} device has been busy for {timeout_s:.0f} s: try again shortly.")
+    try:
+        yield
+    finally:
+        lock.release()
