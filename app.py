@@ -226,17 +226,12 @@ def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_n
             for progress in run_each(pair, hsd.usable_algorithms(pair), **kw):
                 if isinstance(progress, str):
                     yield _cleared(CompareOut, status=progress)
-        results, failed = progress.results, progress.failed
+        results = progress.results
         device = f"{device_name(pair.target.device)}, {results['ar'].settings['dtype']}"
         table = viz.summary_table(results, progress)
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-compare.csv"
         table.to_csv(csv, index=False)
-        skipped = [a for a in hsd.ALGORITHMS if a not in results and a not in failed]
-        status = (f"✅ Compared {', '.join(results)} on {device}, temperature {kw['temperature']}, seed "
-                  f"{kw['seed']}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
-                  + f"\n\n{viz.timing_note(progress)}"
-                  + "".join(f"\n\n⚠️ {name} stopped: {msg}" for name, msg in failed.items()))
-        yield CompareOut(status=status, badge=viz.lossless_badge(results),
+        yield CompareOut(status=viz.compare_status(progress, device, kw), badge=viz.lossless_badge(results),
                          speedup=figures.speedup_figure(results, device, progress),
                          tokens_time=figures.tokens_time_figure(results),
                          histogram=figures.acceptance_histogram_figure(results),

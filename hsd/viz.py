@@ -444,6 +444,16 @@ def cost_notes(report: dict) -> dict[str, str]:
                      f"{slrs['default_budget']:,} and are proposed as ⊥ (never accepted)")}
 
 
+def compare_status(comparison, device: str, settings: dict) -> str:
+    """The status after a comparison: what ran where, what did not apply, how it was timed, what stopped."""
+    results, failed = comparison.results, comparison.failed
+    skipped = [a for a in ALGORITHMS if a not in results and a not in failed]
+    return (f"✅ Compared {', '.join(results)} on {device}, temperature {settings['temperature']}, seed "
+            f"{settings['seed']}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
+            + f"\n\n{timing_note(comparison)}"
+            + "".join(f"\n\n⚠️ {name} stopped: {msg}" for name, msg in failed.items()))
+
+
 def timing_note(comparison) -> str:
     """One Markdown sentence on how a :class:`hsd.bench.Comparison` was timed, and whether to trust it."""
     parts = []
