@@ -95,13 +95,15 @@ def advise_steps(pair: Pair, prompts: list[str], *, temperature: float = 0.0, al
     reported = calibrated if lookaheads else LOOKAHEADS
     ids = [encode_prompt(pair.target, p, None)[0] for p in prompts]
     context = int(statistics.mean(len(i) for i in ids) + max_new_tokens / 2)
-    yield "measuring the forward costs of both models"
+    runs = len(usable) * (len(calibrated) + 1)
+    yield (f"measuring the forward costs of both models; then AR and {runs} calibration run(s) ({len(usable)} "
+           f"algorithm(s) at {len(calibrated)} lookahead(s), plus warm-ups) of {len(prompts)} prompt(s) × "
+           f"{max_new_tokens} tokens")
     costs = measure_costs(pair, context, 2 * max(calibrated) + 2, 15, ids[0])[0]
     start = time.perf_counter()
     generate(pair, prompts[0], algorithm="ar", max_new_tokens=16)  # warm-up
     ar = _calibrate(pair, prompts, "ar", temperature, max_new_tokens, seed, costs)
     ar_seconds = time.perf_counter() - start
-    runs = len(usable) * (len(calibrated) + 1)
     yield (f"calibrated AR; now {len(usable)} algorithm(s) ({', '.join(usable)}) at lookahead "
            f"{', '.join(map(str, calibrated))}: {runs} runs of {len(prompts)} prompt(s), about "
            f"{runs * ar_seconds:.0f} s at AR's pace")
