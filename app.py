@@ -11,18 +11,17 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
+import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
-
-import hsd
 from hsd import figures, forms, planning, viz
 from hsd.bench import run_each
 from hsd.loading import GALLERY
 from hsd.machine import device_name
+from hsd.advise import advise_steps, format_advice
 from hsd.report import compatibility_report, explain, format_report
 
 try:  # ZeroGPU: the GPU work runs inside @spaces.GPU; elsewhere the decorator does nothing.
@@ -34,7 +33,7 @@ log = logging.getLogger("hsd.app")
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true")
 MAX_NEW_TOKENS = forms.MAX_NEW_TOKENS
 STREAM_INTERVAL_S = 0.15
-LOCK_TIMEOUT_S = 600
+STOP_SETTLE_S = 0.5
 PAPER = "https://arxiv.org/abs/2502.05202"
 PAIRS = GALLERY
 EMBEDDED, BYTES = list(GALLERY)[:2]
@@ -42,14 +41,50 @@ ALGOS = list(hsd.ALGORITHMS)  # the registry's order: ar, sd, slem, tli, slrs
 COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / ψ: the proposal's probability "
                 "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
 #: each handler's output components, by name, in the order build() wires them
-RUN_OUT = ("status", "output", "round", "round_view", "rounds_plot", "state")
-COMPARE_OUT = ("status", "badge", "speedup", "tokens_time", "histogram", "positions", "time_split", "table", "csv")
-CHECK_OUT = ("report", "availability", "algorithm")
+NO_RUN = "<i>Run an algorithm to step through its rounds.</i>"
+STOPPED = ("⏹ **Stopped.** The output shows what was generated before the stop; a stopped run has no summary, "
+           "round view or comparison.")
+ADVISE_TOKENS = 64
+ADVISE_LOOKAHEADS = (1, 2, 3, 5, 8)
+#: projector mode: larger type everywhere, long rounds wrap instead of scrolling sideways
+CSS = """
+.gradio-container { font-size: 18px !important; }
+.gradio-container .prose, .gradio-container label span, .gradio-container button { font-size: 1.05em !important; }
+#hsd-round .hsd-round-table, #hsd-round table { white-space: normal; }
+"""
 
 
-def _outputs(names: tuple[str, ...], **values) -> tuple:
-    """A handler's update, given by component name; components not named are left as they are."""
-    return tuple(values[n] if n in values else gr.update() for n in names)
+class RunOut(NamedTuple):
+    """What :func:`run` updates, one field per component (Gradio receives the tuple in this order)."""
+
+    status: object
+    output: object
+    round: object
+    round_view: object
+    rounds_plot: object
+    state: object
+
+
+class CompareOut(NamedTuple):
+    """What :func:`compare` updates."""
+
+    status: object
+    badge: object
+    speedup: object
+    tokens_time: object
+    histogram: object
+    positions: object
+    time_split: object
+    table: object
+    csv: object
+
+
+class CheckOut(NamedTuple):
+    """What :func:`check_pair` and :func:`pair_changed` update."""
+
+    report: object
+    availability: object
+    algorithm: object
 
 
 def _gpu(duration):
@@ -59,34 +94,7 @@ def _gpu(duration):
     return spaces.GPU(duration=duration)
 
 
-_LOAD_LOCK = threading.Lock()
-_DEVICE_LOCKS: dict[str, threading.Lock] = {}
-
-
-@contextmanager
-def _device_lock(device: str):
-    """One run per device at a time: two users never share a model object mid-run, and timings stay clean."""
-    with _LOAD_LOCK:
-        lock = _DEVICE_LOCKS.setdefault(device, threading.Lock())
-    if not lock.acquire(timeout=LOCK_TIMEOUT_S):
-        raise hsd.ResourceLimitError(f"The {device} device has been busy for {LOCK_TIMEOUT_S} s: try again shortly.")
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "auto") -> str:
-    return planning.plan_load(planning.resolve_name(target), planning.resolve_name(drafter), device, dtype)
-
-
-def get_pair(target: str, drafter: str, device: str, dtype: str) -> hsd.Pair:
-    """``hsd.load_pair`` (its cache keeps one Pair per loaded models) for the names typed in the form."""
-    target, drafter = planning.resolve_name(target), planning.resolve_name(drafter)
-    if not target:
-        raise hsd.ModelNotFoundError("No target model: choose a preset or type a Hub id or a local directory.")
-    with _LOAD_LOCK:
-        return hsd.load_pair(target, drafter or None, device=device, dtype=dtype)
+plan_load, get_pair, _device_lock = planning.plan_named, planning.load_named_pair, planning.device_lock
 
 
 def _error(exc: BaseException) -> str:
@@ -99,7 +107,7 @@ def _error(exc: BaseException) -> str:
 
 def _view(state: dict | None, index) -> str:
     if not state:
-        return "<i>Run an algorithm to step through its rounds.</i>"
+        return NO_RUN
     rounds = state["result"].rounds
     if not rounds:
         return "<i>No rounds.</i>"
@@ -113,12 +121,16 @@ def _state(pair: hsd.Pair, result: hsd.Result, prompt: str | None) -> dict:
             "special_drafter": dict(pair.drafter.vocab.special_text) if pair.drafter else {}}
 
 
-def _availability(pair: hsd.Pair) -> str:
-    return "\n".join(f"- ✅ **{name}**" if why is None else f"- ⛔ **{name}**: {why}"
-                     for name, why in hsd.availability(pair).items())
-
-
 # ----------------------------------------------------------------------------- handlers
+
+def _cleared(cls, **values):
+    """A handler's outputs, by component name; what is not named is cleared (a run shows nothing of the last)."""
+    blank = {"RunOut": dict(output="", round=gr.update(value=0, maximum=1), round_view=NO_RUN, rounds_plot=None,
+                            state=None),
+             "CompareOut": dict(badge="", speedup=None, tokens_time=None, histogram=None, positions=None,
+                                time_split=None, table=None, csv=None)}[cls.__name__]
+    return cls(**{**blank, **values})
+
 
 def _run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, *a, **k):
     return int(min(300, 30 + 0.15 * int(max_new_tokens)))
@@ -129,13 +141,14 @@ def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead
         mode="raw", device="auto", dtype="auto", show_rejected=True, progress=gr.Progress(track_tqdm=True)):
     """Stream one generation round by round: status, coloured output, round slider, round view, plot, state."""
     try:
+        yield _cleared(RunOut, status="⏳ Checking the settings and the models…")
         kw = forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
-        yield _outputs(RUN_OUT, status="⏳ Checking the models…", state=None)
         drafter = drafter if algorithm != "ar" else ""  # AR needs no drafter: don't load one
         plan = plan_load(target, drafter, device, dtype)
-        yield _outputs(RUN_OUT, status=f"⏳ Loading (first time only)…\n{plan}", state=None)
+        yield _cleared(RunOut, status=f"⏳ Loading (first time only)…\n{plan}")
         pair = get_pair(target, drafter, device, dtype)
         hsd.check_algorithm(pair, algorithm)
+        forms.check_room(pair, kw)
         special = pair.target.vocab.special_text
         with _device_lock(str(pair.target.device)):
             rounds, last, result = [], 0.0, None
@@ -146,21 +159,20 @@ def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead
                 rounds.append(item)
                 if time.perf_counter() - last > STREAM_INTERVAL_S:
                     last = time.perf_counter()
-                    n = sum(len(r.emitted) for r in rounds)
                     html = viz.output_html(rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
                                            special_text=special)
-                    yield _outputs(RUN_OUT, status=f"▶️ {algorithm}: round {len(rounds)}, {n} tokens…", output=html,
-                                   state=None)
-        status = "✅ " + viz.run_summary(result, device_name(pair.target.device))
+                    yield _cleared(RunOut, output=html, status=f"▶️ {algorithm}: round {len(rounds)}, "
+                                   f"{sum(len(r.emitted) for r in rounds)} tokens… (Stop keeps what is shown)")
         state = _state(pair, result, kw.get("prompt"))
         first = viz.interesting_round(result.rounds)
-        yield _outputs(RUN_OUT, status=status, state=state, round_view=_view(state, first),
-                       output=viz.output_html(result.rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
-                                              special_text=special),
-                       round=gr.update(maximum=max(0, len(result.rounds) - 1), value=first),
-                       rounds_plot=figures.rounds_figure(result.rounds, f"{algorithm}: time and tokens per round"))
+        yield RunOut(status="✅ " + viz.run_summary(result, device_name(pair.target.device)), state=state,
+                     output=viz.output_html(result.rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
+                                            special_text=special),
+                     round=gr.update(maximum=max(0, len(result.rounds) - 1), value=first),
+                     round_view=_view(state, first),
+                     rounds_plot=figures.rounds_figure(result.rounds, f"{algorithm}: time and tokens per round"))
     except Exception as exc:  # every failure ends as a message to this user; the app stays up
-        yield _outputs(RUN_OUT, status=_error(exc), state=None)
+        yield _cleared(RunOut, status=_error(exc))
 
 
 def show_round(state, index):
@@ -196,86 +208,136 @@ def rerender(state, show_rejected):
 
 
 def _compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, *a, **k):
-    return int(min(600, 40 + 0.15 * int(max_new_tokens) * len(hsd.ALGORITHMS)))
+    return int(min(600, 60 + 0.15 * int(max_new_tokens) * len(hsd.ALGORITHMS) * 3))
 
 
 @_gpu(_compare_duration)
 def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
             device="auto", dtype="auto", progress=gr.Progress(track_tqdm=True)):
-    """AR and every applicable algorithm, same prompt, settings and seed, after a warm-up; then the figures."""
+    """AR and every applicable algorithm, same prompt, settings and seed, repeated interleaved; then the figures."""
     try:
+        yield _cleared(CompareOut, status="⏳ Checking the settings and the models…")
         kw = forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
-        yield _outputs(COMPARE_OUT, status="⏳ Checking the models…")
         plan = plan_load(target, drafter, device, dtype)
-        yield _outputs(COMPARE_OUT, status=f"⏳ Loading (first time only)…\n{plan}")
+        yield _cleared(CompareOut, status=f"⏳ Loading (first time only)…\n{plan}")
         pair = get_pair(target, drafter, device, dtype)
-        names = hsd.usable_algorithms(pair)
+        forms.check_room(pair, kw)
         with _device_lock(str(pair.target.device)):
-            for progress in run_each(pair, names, **kw):
+            for progress in run_each(pair, hsd.usable_algorithms(pair), **kw):
                 if isinstance(progress, str):
-                    yield _outputs(COMPARE_OUT, status=progress)
-        results, failed = progress
+                    yield _cleared(CompareOut, status=progress)
+        results = progress.results
         device = f"{device_name(pair.target.device)}, {results['ar'].settings['dtype']}"
-        table = viz.summary_table(results)
+        table = viz.summary_table(results, progress)
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-compare.csv"
         table.to_csv(csv, index=False)
-        skipped = [a for a in hsd.ALGORITHMS if a not in results and a not in failed]
-        status = (f"✅ Compared {', '.join(results)} on {device}, temperature {kw['temperature']}, seed "
-                  f"{kw['seed']}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
-                  + "".join(f"\n\n⚠️ {name} stopped: {msg}" for name, msg in failed.items()))
-        yield _outputs(COMPARE_OUT, status=status, badge=viz.lossless_badge(results),
-                       speedup=figures.speedup_figure(results, device),
-                       tokens_time=figures.tokens_time_figure(results),
-                       histogram=figures.acceptance_histogram_figure(results),
-                       positions=figures.position_acceptance_figure(results),
-                       time_split=figures.time_split_figure(results), table=table, csv=str(csv))
+        yield CompareOut(status=viz.compare_status(progress, device, kw), badge=viz.lossless_badge(results),
+                         speedup=figures.speedup_figure(results, device, progress),
+                         tokens_time=figures.tokens_time_figure(results),
+                         histogram=figures.acceptance_histogram_figure(results),
+                         positions=figures.position_acceptance_figure(results),
+                         time_split=figures.time_split_figure(results), table=table, csv=str(csv))
     except Exception as exc:
-        yield _outputs(COMPARE_OUT, status=_error(exc))
+        yield _cleared(CompareOut, status=_error(exc))
 
 
 def check_pair(target, drafter, device="auto", dtype="auto", algorithm=None):
-    """What will be loaded, which algorithms apply and why, and the drafter-compatibility report.
-
-    Also returns the algorithm choices narrowed to those that apply (the others are listed with the reason).
-    """
+    """What will be loaded, which algorithms apply (:func:`hsd.availability`, the one source the radio, the
+    examples and the presets follow) and why, what SLRS costs, and the drafter-compatibility report."""
     try:
         plan = plan_load(target, drafter, device, dtype)
         pair = get_pair(target, drafter, device, dtype)
         usable = hsd.usable_algorithms(pair)
-        choices = gr.update(choices=usable, value=algorithm if algorithm in usable else _default_algorithm(usable))
+        choices = gr.update(choices=usable, value=algorithm if algorithm in usable else forms.default_algorithm(usable))
         if pair.drafter is None:
-            return _outputs(CHECK_OUT, report=f"{plan}\n\nNo drafter: only **ar** runs.", availability="- ✅ **ar**",
+            return CheckOut(report=f"{plan}\n\nNo drafter: only **ar** runs.", availability="- ✅ **ar**",
                             algorithm=choices)
         report = compatibility_report(pair)
-        return _outputs(CHECK_OUT, report=f"{plan}\n\n```text\n{format_report(report)}\n```\n\n{explain(report)}",
-                        availability=_availability(pair), algorithm=choices)
+        return CheckOut(report=f"{plan}\n\n```text\n{format_report(report)}\n```\n\n{explain(report)}",
+                        availability=viz.availability_markdown(hsd.availability(pair), viz.cost_notes(report)),
+                        algorithm=choices)
     except Exception as exc:
-        return _outputs(CHECK_OUT, report=_error(exc), availability=_error(exc))
+        return CheckOut(report=_error(exc), availability=_error(exc), algorithm=gr.update())
 
 
-@_gpu(120)
-def advise_pair(target, drafter, prompt, temperature, device="auto", dtype="auto"):
-    """`hsd advise` on this pair and prompt: measured acceptance and costs, predicted speedup per algorithm
-    and lookahead 1..12, and a recommendation (or the plain statement that nothing beats AR)."""
-    from hsd.advise import advise, format_advice
+def pair_changed(target, drafter, device="auto", dtype="auto", algorithm=None):
+    """After a preset or an example: check the pair at once where that downloads nothing (local directories,
+    loaded models), so the algorithm choice never offers what the check rejects; otherwise say what would
+    be loaded and offer every algorithm until **Check pair**."""
+    if planning.loadable_offline(planning.resolve_name(target), planning.resolve_name(drafter), device, dtype):
+        return check_pair(target, drafter, device, dtype, algorithm)
+    text, choices = describe(target, drafter, device, dtype)
+    return CheckOut(report=text, availability="Not checked yet: press **Check pair** to see which algorithms apply.",
+                    algorithm=choices)
 
+
+def advise_pair(target, drafter, prompt, temperature, device="auto", dtype="auto") -> str:
+    """:func:`advise_live`'s final text."""
+    *_, last = advise_live(target, drafter, prompt, temperature, device, dtype)
+    return last
+
+
+@_gpu(300)
+def advise_live(target, drafter, prompt, temperature, device="auto", dtype="auto"):
+    """`hsd advise` on this pair and prompt, its progress first: measured acceptance and costs, the predicted
+    speedup of every applicable algorithm (SLRS included) at each lookahead it calibrates, and a
+    recommendation."""
     try:
         forms.check_prompt(prompt)
-        temperature = forms.number("temperature", temperature, float)
+        temperature = forms.in_range("temperature", forms.number("temperature", temperature, float),
+                                     *forms.TEMPERATURE, " (0 = greedy)")
         pair = get_pair(target, drafter, device, dtype)
         if pair.drafter is None:
-            return "No drafter: only **ar** runs, there is nothing to advise."
+            yield "No drafter: only **ar** runs, there is nothing to advise."
+            return
+        names = [a for a in hsd.usable_algorithms(pair) if a != "ar"]
+        lines = []
         with _device_lock(str(pair.target.device)):
-            advice = advise(pair, [prompt], temperature=temperature, max_new_tokens=64, log=lambda *_: None)
-        return (f"**{advice['recommendation']['text']}**\n\nCalibrated on this prompt (64 new tokens) at "
-                f"temperature {temperature:g}; a prediction, not a measurement: **Compare** measures.\n\n"
-                f"```text\n{format_advice(advice)}\n```")
+            for item in advise_steps(pair, [prompt], temperature=temperature, max_new_tokens=ADVISE_TOKENS,
+                                     algorithms=names, lookaheads=ADVISE_LOOKAHEADS):
+                if isinstance(item, str):
+                    lines.append(item)
+                    yield "⏳ Advise: " + "\n\n".join(lines[-3:])
+        yield (f"**{item['recommendation']['text']}**\n\nCalibrated on this prompt ({ADVISE_TOKENS} new tokens) "
+               f"at temperature {temperature:g}, at each lookahead in the table; a prediction, not a "
+               f"measurement: **Compare** measures.\n\n```text\n{format_advice(item)}\n```")
     except Exception as exc:
-        return _error(exc)
+        yield _error(exc)
 
 
-def _default_algorithm(choices: list[str]) -> str:
-    return next((a for a in ("slem", "sd", "ar") if a in choices), choices[0])
+class ExampleOut(NamedTuple):
+    """What :func:`example_chosen` fills: the form, and the pair check in the same update (so the algorithm
+    choice and the verdict never disagree, even for a moment)."""
+
+    preset: object
+    target: object
+    drafter: object
+    prompt: object
+    algorithm: object
+    temperature: object
+    lookahead: object
+    max_new_tokens: object
+    report: object
+    availability: object
+
+
+def example_chosen(index, device="auto", dtype="auto"):
+    """Fill the form with example ``index`` and check its pair as :func:`pair_changed` does."""
+    _, preset, text, algorithm, temperature, lookahead, max_new_tokens = EXAMPLES[int(index)]
+    target, drafter = PAIRS[preset]
+    check = pair_changed(target, drafter, device, dtype, algorithm)
+    choice = check.algorithm if "value" in check.algorithm else {**check.algorithm, "value": algorithm}
+    return ExampleOut(preset, target, drafter, text, choice, temperature, lookahead, max_new_tokens, check.report,
+                      check.availability)
+
+
+def stopped(status, advice):
+    """Stop: a run, comparison or advice in progress says it stopped; a finished one stays as it is. Runs after
+    the cancel, a moment later, so an update the cancelled run had already sent cannot overwrite it."""
+    time.sleep(STOP_SETTLE_S)
+    busy = ("⏳", "▶️")
+    return (STOPPED if str(status or "").startswith(busy) else gr.update(),
+            "⏹ Advise stopped." if str(advice or "").startswith(busy) else gr.update())
 
 
 def preset_changed(label):
@@ -294,7 +356,33 @@ def describe(target, drafter, device="auto", dtype="auto"):
     return text, gr.update(choices=ALGOS)
 
 
+def token_room(target, drafter, prompt, mode, device="auto", dtype="auto"):
+    """The max-new-tokens box's range for this pair and prompt (the target's context minus the prompt)."""
+    try:
+        if not planning.loadable_offline(planning.resolve_name(target), planning.resolve_name(drafter), device,
+                                         dtype):
+            return gr.update(info=f"1..{MAX_NEW_TOKENS}; the pair's context may allow fewer")
+        kw = forms.generation_kwargs(0, 0, 1.0, 1, 1, 0, mode, prompt)
+        return gr.update(info=f"1..{forms.room(get_pair(target, drafter, device, dtype), kw)} for this pair and prompt")
+    except Exception:  # noqa: BLE001 - an empty prompt or a missing model: the run will say why
+        return gr.update()
+
+
 # ----------------------------------------------------------------------------- layout
+
+BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
+#: (label, preset, prompt, algorithm, temperature, lookahead, max new tokens); the label states every setting
+EXAMPLES = [  # the label states every setting the example fills, and is short enough to be shown whole
+    ("slem · T=0 · k=5 · 96 tokens: def fibonacci(n):", EMBEDDED, "def fibonacci(n):\n", "slem", 0, 5, 96),
+    ("tli · T=1 · k=5 · 96 tokens: import os", EMBEDDED, "import os\n\n\ndef read_lines(path):\n", "tli", 1.0, 5,
+     96),
+    ("slem · T=0.8 · k=8 · 96 tokens: class Stack:", EMBEDDED, "class Stack:\n    def __init__(self):\n", "slem",
+     0.8, 8, 96),
+    ("slrs, byte drafter · T=1 · k=5 · 64 tokens", BYTES, "def fibonacci(n):\n", "slrs", 1.0, 5, 64),
+    ("bad drafter (GPU) · slem · T=0 · k=5 · 64 tokens", BAD_DRAFTER,
+     "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64),
+]
+
 
 def build() -> gr.Blocks:
     default_target, default_drafter = PAIRS[EMBEDDED]
@@ -302,18 +390,23 @@ def build() -> gr.Blocks:
         gr.Markdown(f"# hsd · lossless speculative decoding across different vocabularies\nA small drafter "
                     "proposes, a big target verifies, and the output is exactly what the target alone would have "
                     f"produced, even when the two models use different tokenizers. Algorithms from Timor et al., "
-                    f"ICML 2025 ([arXiv 2502.05202]({PAPER})).")
+                    f"ICML 2025 ([arXiv 2502.05202]({PAPER})). The embedded pair is a pair of small demo models.")
         state = gr.State(None)
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
                 preset = gr.Dropdown(list(PAIRS), value=EMBEDDED, label="Model pair (target ← drafter)")
                 target = gr.Textbox(default_target, label="Target (Hub id or local directory)")
                 drafter = gr.Textbox(default_drafter, label="Drafter (empty: AR only)")
-                algorithm = gr.Radio(ALGOS, value="slem" if "slem" in ALGOS else ALGOS[0], label="Algorithm")
+                algorithm = gr.Radio(ALGOS, value="slem", label="Algorithm", elem_id="hsd-algorithm")
+                check_btn = gr.Button("Check pair", size="sm")
+                availability = gr.Markdown("Checking the pair…", elem_id="hsd-availability")
                 with gr.Accordion("Decoding settings", open=True):
-                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)")
-                    lookahead = gr.Slider(1, 16, value=5, step=1, label="lookahead k (drafted tokens per round)")
-                    max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=96, step=1, label="max new tokens")
+                    temperature = gr.Number(0, label="temperature", elem_id="hsd-temperature", info=f"0 = greedy; {forms.TEMPERATURE[0]:g}.."
+                                            f"{forms.TEMPERATURE[1]:g}", step=0.1)
+                    lookahead = gr.Number(5, label="lookahead k", precision=0, step=1,
+                                          info=f"{forms.LOOKAHEAD[0]}..{forms.LOOKAHEAD[1]}. {forms.LOOKAHEAD_INFO}")
+                    max_new_tokens = gr.Number(96, label="max new tokens", precision=0, step=8,
+                                               info=f"1..{MAX_NEW_TOKENS}", elem_id="hsd-max-new-tokens")
                     with gr.Row():
                         top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0)
                         top_p = gr.Number(1.0, label="top-p", minimum=0.01, maximum=1.0)
@@ -323,8 +416,6 @@ def build() -> gr.Blocks:
                                     info="chat: each model's own chat template")
                     device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="device")
                     dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="dtype")
-                check_btn = gr.Button("Check pair")
-                availability = gr.Markdown("Press **Check pair** to see which algorithms apply.")
             with gr.Column(scale=3):
                 prompt = gr.Textbox("def fibonacci(n):\n", lines=4, label="Prompt")
                 with gr.Row():
@@ -334,9 +425,10 @@ def build() -> gr.Blocks:
                 status = gr.Markdown(elem_id="hsd-status")
                 with gr.Tabs():
                     with gr.Tab("Output"):
-                        show_rejected = gr.Checkbox(True, label="show rejected drafts (struck through)")
+                        show_rejected = gr.Checkbox(False, label="show rejected drafts (struck through)",
+                                                    info="on by default for greedy runs only")
                         output = gr.HTML(elem_id="hsd-output")
-                        rounds_plot = gr.Plot(label="Rounds")
+                        rounds_plot = gr.Plot(label="Rounds", elem_id="hsd-rounds-plot")
                     with gr.Tab("Rounds: token boundaries"):
                         gr.Markdown("Top: the drafter's tokens. Middle: the draft string. Bottom: the target's "
                                     f"proposed tokens and their verification. {COLUMNS_HELP}")
@@ -344,7 +436,7 @@ def build() -> gr.Blocks:
                             prev_btn = gr.Button("◀ previous round", size="sm")
                             round_idx = gr.Slider(0, 1, value=0, step=1, label="round")
                             next_btn = gr.Button("next round ▶", size="sm")
-                        round_view = gr.HTML(elem_id="hsd-round")
+                        round_view = gr.HTML(NO_RUN, elem_id="hsd-round")
                     with gr.Tab("Compare"), gr.Column(elem_id="hsd-compare"):
                         badge = gr.HTML(elem_id="hsd-badge")
                         with gr.Row():
@@ -359,48 +451,48 @@ def build() -> gr.Blocks:
                     with gr.Tab("Compatibility"):
                         report = gr.Markdown("Press **Check pair**.")
                         advise_btn = gr.Button("Advise: predict the best algorithm and lookahead", size="sm")
-                        advice = gr.Markdown()
+                        advice = gr.Markdown(elem_id="hsd-advice")
                     with gr.Tab("Algorithms"):
                         gr.Markdown("\n\n".join(hsd.ALGORITHMS[a].about for a in ALGOS if hsd.ALGORITHMS[a].about)
                                     + "\n\nAll are lossless: at temperature 0 the output equals AR's token for "
                                       "token (the Compare tab checks it); when sampling, the output has exactly the "
                                       "target's distribution.")
-                gr.Examples(
-                    examples=[
-                        [EMBEDDED, *PAIRS[EMBEDDED], "def fibonacci(n):\n", "slem", 0, 5, 96],
-                        [EMBEDDED, *PAIRS[EMBEDDED], "import os\n\n\ndef read_lines(path):\n", "tli", 1.0, 5, 96],
-                        [EMBEDDED, *PAIRS[EMBEDDED], "class Stack:\n    def __init__(self):\n", "slem", 0.8, 8, 96],
-                        [BYTES, *PAIRS[BYTES], "def fibonacci(n):\n", "slrs" if "slrs" in ALGOS else "slem", 1.0, 5, 64],
-                        ["Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)",
-                         *PAIRS["Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"],
-                         "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64],
-                    ],
-                    inputs=[preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens],
-                    label="Examples: greedy code completion (SLEM), sampling where TLI accepts more than SLEM, "
-                          "a long lookahead, SLRS with a byte-level drafter, and a bad drafter (needs a GPU and a "
-                          "Hub token)",
-                )
+                examples = gr.Dataset(
+                    components=[prompt], samples=[[text] for _, _, text, *_ in EXAMPLES], type="index",
+                    sample_labels=[label for label, *_ in EXAMPLES], elem_id="hsd-examples",
+                    label="Examples: greedy code completion, sampling where TLI accepts more than SLEM, a long "
+                          "lookahead, SLRS with a byte-level drafter, a bad drafter (needs a GPU and a Hub token)")
         inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
-        preset.change(preset_changed, preset, [target, drafter], api_name="preset").then(
-            describe, [target, drafter, device, dtype], [availability, algorithm], api_name="describe")
-        for box in (target, drafter):  # a new pair: offer every algorithm until Check pair narrows them again
-            box.input(lambda: gr.update(choices=ALGOS), None, algorithm, api_visibility="private", queue=False)
-        demo.load(check_pair, [target, drafter, device, dtype, algorithm], [report, availability, algorithm],
-                  api_visibility="private",
-                  concurrency_id="gpu", concurrency_limit=1)
+        pair_in, check_out = [target, drafter, device, dtype, algorithm], [report, availability, algorithm]
+        room_in = [target, drafter, prompt, mode, device, dtype]
+        gpu = dict(concurrency_id="gpu", concurrency_limit=1)
+        preset.input(preset_changed, preset, [target, drafter], api_name="preset").then(
+            pair_changed, pair_in, check_out, api_visibility="private", **gpu).then(
+            token_room, room_in, max_new_tokens, api_visibility="private")
+        examples.click(example_chosen, [examples, device, dtype],
+                       [preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens, report,
+                        availability], api_visibility="private", **gpu).then(
+            token_room, room_in, max_new_tokens, api_visibility="private")
+        for box in (target, drafter):  # a new pair: every algorithm is offered until Check pair narrows them
+            box.input(lambda: (gr.update(choices=ALGOS), "Pair changed: press **Check pair** to see which "
+                               "algorithms apply."), None, [algorithm, availability], api_visibility="private",
+                      queue=False)
+        temperature.change(lambda t: gr.update(value=isinstance(t, (int, float)) and t == 0), temperature,
+                           show_rejected, api_visibility="private", queue=False)
+        demo.load(check_pair, pair_in, check_out, api_visibility="private", **gpu).then(
+            token_room, room_in, max_new_tokens, api_visibility="private")
         run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected],
-                                  [status, output, round_idx, round_view, rounds_plot, state], api_name="run",
-                                  concurrency_id="gpu", concurrency_limit=1)
+                                  [status, output, round_idx, round_view, rounds_plot, state], api_name="run", **gpu)
         compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs],
                                           [status, badge, speedup, tokens_time, histogram, positions, time_split,
-                                           table, csv], api_name="compare", concurrency_id="gpu",
-                                          concurrency_limit=1)
-        stop_btn.click(None, cancels=[run_event, compare_event], api_visibility="private")
-        check_btn.click(check_pair, [target, drafter, device, dtype, algorithm], [report, availability, algorithm],
-                        api_name="check",
-                        concurrency_id="gpu", concurrency_limit=1)
-        advise_btn.click(advise_pair, [target, drafter, prompt, temperature, device, dtype], advice, api_name="advise",
-                         concurrency_id="gpu", concurrency_limit=1)
+                                           table, csv], api_name="compare", **gpu)
+        check_btn.click(check_pair, pair_in, check_out, api_name="check", **gpu).then(
+            token_room, room_in, max_new_tokens, api_visibility="private")
+        prompt.blur(token_room, room_in, max_new_tokens, api_visibility="private")
+        advise_event = advise_btn.click(advise_live, [target, drafter, prompt, temperature, device, dtype], advice,
+                                        api_name="advise", **gpu)
+        stop_btn.click(None, cancels=[run_event, compare_event, advise_event], api_visibility="private").then(
+            stopped, [status, advice], [status, advice], api_visibility="private", concurrency_limit=None)
         round_idx.change(show_round, [state, round_idx], round_view, api_name="round", concurrency_limit=4)
         prev_btn.click(lambda s, i: step_round(s, i, -1), [state, round_idx], round_idx, api_name="prev_round")
         next_btn.click(lambda s, i: step_round(s, i, 1), [state, round_idx], round_idx, api_name="next_round")
@@ -418,4 +510,4 @@ if ZERO_GPU:  # ZeroGPU wants models placed on cuda at module level; the embedde
         log.exception("could not pre-place the embedded pair")
 
 if __name__ == "__main__":
-    demo.launch(theme=gr.themes.Soft())
+    demo.launch(theme=gr.themes.Soft(), css=CSS)

@@ -6,6 +6,7 @@
     res.text, res.token_ids, res.rounds, res.metrics
 """
 
+from . import threads  # first: the OpenMP defaults must be in the environment before torch loads
 from .errors import (GatedModelError, HsdError, HubAuthError, IncompatiblePairError, InvalidSettingError,
                      ModelNotFoundError, NotCausalLMError, PromptError, RemoteCodeError, ResourceLimitError,
                      RevisionNotFoundError, TokenizerMissingError)

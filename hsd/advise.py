@@ -1,6 +1,7 @@
 """``python -m hsd advise``: predict tokens/s and speedup for each algorithm and lookahead before running.
 
-A short calibration runs AR, and each algorithm once per prompt at lookaheads 2, 5 and 12, then fits this
+A short calibration runs AR, and each algorithm once per prompt at lookaheads 2, 5 and 12 (or at each
+lookahead asked for, as the app does), then fits this
 model (the standard speculative-decoding cost model with measured, not assumed, inputs). A lookahead ``k`` is
 predicted from the calibration at the smallest calibrated lookahead ≥ ``k``: where rounds start depends on
 the lookahead (a long draft skips easy stretches of text in one round, so more of its rounds start at hard
@@ -24,6 +25,7 @@ drafter setting is predicted to beat it.
 from __future__ import annotations
 
 import statistics
+import time
 
 from .algorithms import ALGORITHMS, availability
 from .costs import Costs, measure_costs
@@ -68,28 +70,58 @@ def predict(cal: dict, costs: Costs, k: int) -> tuple[float, float]:
 
 
 def advise(pair: Pair, prompts: list[str], *, temperature: float = 0.0, algorithms: list[str] | None = None,
-           max_new_tokens: int = 128, seed: int = 0, log=print) -> dict:
-    """Calibrate, predict every (algorithm, lookahead 1..12) and recommend one; returns the advice as data."""
+           max_new_tokens: int = 128, seed: int = 0, lookaheads=None, log=print) -> dict:
+    """Calibrate, predict every (algorithm, lookahead) and recommend one; returns the advice as data.
+
+    Without ``lookaheads``, lookaheads 1..12 are predicted from calibrations at 2, 5 and 12 (each prediction
+    records the lookahead it was calibrated at); with them, each one is calibrated and only those are
+    predicted. Progress lines go to ``log``; :func:`advise_steps` yields them instead."""
+    for item in advise_steps(pair, prompts, temperature=temperature, algorithms=algorithms,
+                             max_new_tokens=max_new_tokens, seed=seed, lookaheads=lookaheads):
+        if isinstance(item, str):
+            log(item)
+    return item
+
+
+def advise_steps(pair: Pair, prompts: list[str], *, temperature: float = 0.0, algorithms: list[str] | None = None,
+                 max_new_tokens: int = 128, seed: int = 0, lookaheads=None):
+    """:func:`advise` as a generator: progress lines (with a time estimate once AR is calibrated), then the
+    advice."""
     why = availability(pair)
     candidates = algorithms or [a for a, spec in ALGORITHMS.items() if spec.needs_drafter and spec.advised]
     usable = [a for a in candidates if why[a] is None]
     skipped = {a: why[a] for a in candidates if why[a] is not None}
+    calibrated = tuple(sorted(set(lookaheads))) if lookaheads else CALIBRATION_LOOKAHEADS
+    reported = calibrated if lookaheads else LOOKAHEADS
     ids = [encode_prompt(pair.target, p, None)[0] for p in prompts]
     context = int(statistics.mean(len(i) for i in ids) + max_new_tokens / 2)
-    costs = measure_costs(pair, context, 2 * max(CALIBRATION_LOOKAHEADS) + 2, 15, ids[0])[0]
+    runs = len(usable) * (len(calibrated) + 1)
+    yield (f"measuring the forward costs of both models; then AR and {runs} calibration run(s) ({len(usable)} "
+           f"algorithm(s) at {len(calibrated)} lookahead(s), plus warm-ups) of {len(prompts)} prompt(s) × "
+           f"{max_new_tokens} tokens")
+    costs = measure_costs(pair, context, 2 * max(calibrated) + 2, 15, ids[0])[0]
+    start = time.perf_counter()
     generate(pair, prompts[0], algorithm="ar", max_new_tokens=16)  # warm-up
     ar = _calibrate(pair, prompts, "ar", temperature, max_new_tokens, seed, costs)
+    ar_seconds = time.perf_counter() - start
+    yield (f"calibrated AR; now {len(usable)} algorithm(s) ({', '.join(usable)}) at lookahead "
+           f"{', '.join(map(str, calibrated))}: {runs} runs of {len(prompts)} prompt(s), about "
+           f"{runs * ar_seconds:.0f} s at AR's pace")
     ar_tps = 1.0 / (costs.verify_cost(1) + ar["o_round_ms"] / 1e3)
     calibration, predictions = {"ar": ar}, []
-    for a in usable:
+    for i, a in enumerate(usable):
         generate(pair, prompts[0], algorithm=a, max_new_tokens=16, temperature=temperature)  # warm-up
-        calibration[a] = cals = {kc: _calibrate(pair, prompts, a, temperature, max_new_tokens, seed, costs, kc)
-                                 for kc in CALIBRATION_LOOKAHEADS}
-        for k in LOOKAHEADS:
-            tau, seconds = predict(cals[min(kc for kc in CALIBRATION_LOOKAHEADS if kc >= k)], costs, k)
-            predictions.append({"algorithm": a, "lookahead": k, "tau": tau, "round_ms": seconds * 1e3,
-                                "tokens_per_s": tau / seconds, "speedup": tau / seconds / ar_tps})
-        log(f"  calibrated {a}: tau at lookahead " + ", ".join(f"{kc}: {c['tau']:.2f}" for kc, c in cals.items()))
+        calibration[a] = cals = {}
+        for kc in calibrated:
+            yield f"calibrating {a} ({i + 1}/{len(usable)}) at lookahead {kc}"
+            cals[kc] = _calibrate(pair, prompts, a, temperature, max_new_tokens, seed, costs, kc)
+        for k in reported:
+            at = min(kc for kc in calibrated if kc >= k)
+            tau, seconds = predict(cals[at], costs, k)
+            predictions.append({"algorithm": a, "lookahead": k, "calibrated_at": at, "tau": tau,
+                                "round_ms": seconds * 1e3, "tokens_per_s": tau / seconds,
+                                "speedup": tau / seconds / ar_tps})
+        yield f"  calibrated {a}: tau at lookahead " + ", ".join(f"{kc}: {c['tau']:.2f}" for kc, c in cals.items())
     best = max(predictions, key=lambda p: p["tokens_per_s"], default=None)
     beats = best is not None and best["speedup"] > 1.0
     if beats:
@@ -100,13 +132,13 @@ def advise(pair: Pair, prompts: list[str], *, temperature: float = 0.0, algorith
                 f"{best['lookahead']}, is predicted at {best['speedup']:.2f}x AR. Use algorithm='ar'.")
     else:
         text = "No drafting algorithm applies to this pair: use algorithm='ar'."
-    return {"temperature": temperature, "costs": costs.to_dict(), "ar_tokens_per_s": ar_tps,
-            "calibration": calibration, "skipped": skipped, "predictions": predictions,
-            "recommendation": {"algorithm": best["algorithm"] if beats else "ar",
-                               "lookahead": best["lookahead"] if beats else None,
-                               "tokens_per_s": best["tokens_per_s"] if beats else ar_tps,
-                               "speedup": best["speedup"] if beats else 1.0, "beats_ar": beats, "text": text},
-            "machine": machine_info(pair)}
+    yield {"temperature": temperature, "costs": costs.to_dict(), "ar_tokens_per_s": ar_tps,
+           "calibration": calibration, "skipped": skipped, "predictions": predictions,
+           "recommendation": {"algorithm": best["algorithm"] if beats else "ar",
+                              "lookahead": best["lookahead"] if beats else None,
+                              "tokens_per_s": best["tokens_per_s"] if beats else ar_tps,
+                              "speedup": best["speedup"] if beats else 1.0, "beats_ar": beats, "text": text},
+           "machine": machine_info(pair)}
 
 
 def format_advice(advice: dict) -> str:
@@ -117,10 +149,14 @@ def format_advice(advice: dict) -> str:
     for a, why in advice["skipped"].items():
         lines.append(f"{a}: not applicable ({why})")
     algorithms = list(dict.fromkeys(p["algorithm"] for p in advice["predictions"]))
-    lines.append("predicted speedup over AR by lookahead:")
-    lines.append("k     " + "".join(f"{a:>8s}" for a in algorithms))
-    for k in LOOKAHEADS:
-        row = {p["algorithm"]: p["speedup"] for p in advice["predictions"] if p["lookahead"] == k}
-        lines.append(f"{k:<6d}" + "".join(f"{row[a]:8.2f}" for a in algorithms))
+    lines.append("predicted speedup over AR by lookahead (calibrated at: the lookahead whose measured acceptance "
+                 "the row uses):")
+    lines.append("k     " + "".join(f"{a:>8s}" for a in algorithms) + "   calibrated at")
+    for k in dict.fromkeys(p["lookahead"] for p in advice["predictions"]):
+        row = {p["algorithm"]: p for p in advice["predictions"] if p["lookahead"] == k}
+        at = {p.get("calibrated_at", k) for p in row.values()}
+        lines.append(f"{k:<6d}" + "".join(f"{row[a]['speedup']:8.2f}" if a in row else f"{'-':>8s}"
+                                          for a in algorithms)
+                     + "   " + ("this k" if at == {k} else ", ".join(f"k={x}" for x in sorted(at))))
     lines.append(advice["recommendation"]["text"])
     return "\n".join(lines)

@@ -27,7 +27,7 @@ from .errors import HsdError, InvalidSettingError, ResourceLimitError
 from .generate import encode_prompt, generate
 from .loading import ASSETS, Pair
 from .machine import machine_info, machine_line  # noqa: F401  (re-exported: benchmarks/ import them here)
-from .metrics import per_position_acceptance, round_counts
+from .metrics import Metrics, Spread, per_position_acceptance, predicted_speedup, round_counts, spread
 from .peer import PEER_OF, Peer, PeerUnavailable
 
 PROMPT_SETS = ASSETS / "prompts"
@@ -65,26 +65,88 @@ def load_prompts(spec: str, n: int | None = None) -> list[str]:
     return prompts[:n] if n else prompts
 
 
-def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, **settings):
-    """Each algorithm once on the same prompt, settings and seed, after a short warm-up of each (the app's
-    Compare). Yields progress lines, then ``(results, failed)``: the :class:`~hsd.trace.Result` of each that
-    ran, and the message of each that hit a resource limit (e.g. SLRS's path limit)."""
-    results, failed = {}, {}
-    yield f"⏳ Warming up {', '.join(algorithms)}…"
-    for name in algorithms:
+@dataclass
+class Comparison:
+    """What :func:`run_each` measured. ``results``: per algorithm, its run with the median tokens/s;
+    ``failed``: the message of each that hit a resource limit; ``tokens_per_s``: per algorithm, one value per
+    repeat; ``speedup`` and ``predicted``: per drafting algorithm, its speedup over AR in each repeat (against
+    AR's run of the same repeat) and the speedup :func:`~hsd.metrics.predicted_speedup` gives from that pair
+    of runs' rounds, so the prediction is fed by costs measured the same interleaved way."""
+
+    results: dict = field(default_factory=dict)
+    failed: dict = field(default_factory=dict)
+    tokens_per_s: dict = field(default_factory=dict)
+    speedup: dict = field(default_factory=dict)
+    predicted: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def repeats(self) -> int:
+        return max((len(v) for v in self.tokens_per_s.values()), default=0)
+
+    def spread(self, name: str, key: str = "speedup") -> Spread | None:
+        return spread(getattr(self, key).get(name, []))
+
+    def noisy(self) -> list[str]:
+        """The algorithms whose measured speedup varied too much across repeats to be trusted."""
+        return [n for n in self.speedup if (s := self.spread(n)) is None or s.noisy]
+
+
+def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, min_repeats: int = 3, max_repeats: int = 9,
+             budget_s: float = 45.0, target_spread: float = 0.1, **settings):
+    """AR and each algorithm on the same prompt, settings and seed, interleaved (the app's Compare).
+
+    After a short warm-up of each, every repeat runs each algorithm once, in an order rotated each repeat,
+    so a change in machine load falls on all alike; repeats go on until every speedup's spread
+    (:func:`~hsd.metrics.spread`) is within ``target_spread`` of its median (after ``min_repeats``), or
+    ``max_repeats`` or ``budget_s`` seconds are spent. Yields progress lines, then a :class:`Comparison`."""
+    out = Comparison()
+    names = list(dict.fromkeys(["ar", *algorithms]))
+    yield f"⏳ Warming up {', '.join(names)}…"
+    for name in names:
         try:
             generate(pair, algorithm=name, **{**settings, "max_new_tokens": min(warmup_tokens,
                                                                               settings["max_new_tokens"])})
         except ResourceLimitError as exc:
-            failed[name] = str(exc)
-    todo = [n for n in algorithms if n not in failed]
-    for i, name in enumerate(todo):
-        yield f"▶️ Running {name} ({i + 1}/{len(todo)})…"
-        try:
-            results[name] = generate(pair, algorithm=name, **settings)
-        except ResourceLimitError as exc:
-            failed[name] = str(exc)
-    yield results, failed
+            out.failed[name] = str(exc)
+    todo = [n for n in names if n not in out.failed]
+    runs: dict[str, list] = {n: [] for n in todo}
+    start = time.perf_counter()
+    for rep in range(max_repeats):
+        order = todo[rep % len(todo):] + todo[:rep % len(todo)]
+        for name in order:
+            yield f"▶️ Repeat {rep + 1} (at most {max_repeats}, {budget_s:.0f} s): {name}…"
+            try:
+                runs[name].append(generate(pair, algorithm=name, **settings))
+            except ResourceLimitError as exc:
+                out.failed[name] = str(exc)
+                todo.remove(name)
+                runs.pop(name)
+        _record(out, runs)
+        done = rep + 1 >= min_repeats and all(s is not None and s.relative <= target_spread
+                                              for s in map(out.spread, out.speedup))
+        if done or time.perf_counter() - start > budget_s and rep + 1 >= min_repeats:
+            break
+    out.seconds = time.perf_counter() - start
+    for name, reps in runs.items():
+        tps = [Metrics.of(r.metrics).tokens_per_s or 0.0 for r in reps]
+        out.results[name] = reps[sorted(range(len(reps)), key=tps.__getitem__)[(len(reps) - 1) // 2]]
+    yield out
+
+
+def _record(out: Comparison, runs: dict) -> None:
+    """Per-repeat tokens/s, and each drafting algorithm's speedup and predicted speedup against AR's run of
+    the same repeat."""
+    ar = runs.get("ar", [])
+    for name, reps in runs.items():
+        out.tokens_per_s[name] = [Metrics.of(r.metrics).tokens_per_s for r in reps]
+        if name == "ar" or not ar:
+            continue
+        pairs = list(zip(reps, ar))
+        out.speedup[name] = [Metrics.of(r.metrics).tokens_per_s / Metrics.of(a.metrics).tokens_per_s
+                             for r, a in pairs if Metrics.of(r.metrics).tokens_per_s
+                             and Metrics.of(a.metrics).tokens_per_s]
+        out.predicted[name] = [predicted_speedup(r.rounds, a.rounds) for r, a in pairs]
 
 
 def row_labels(algorithms: list[str], temperature: float, peer: bool) -> list[str]:

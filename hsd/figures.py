@@ -61,27 +61,53 @@ def _hatched(colors: list[str]) -> dict:
     return dict(color="white", line=dict(color=colors, width=3), pattern=dict(shape="/", fgcolor=colors))
 
 
-def speedup_figure(results: dict[str, Result], device: str = "") -> go.Figure:
+def speedup_figure(results: dict[str, Result], device: str = "", comparison=None) -> go.Figure:
     """Measured speedup over AR (filled bars), and beside each (hatched bars) the speedup ``hsd advise``'s
-    model predicts from the same run's acceptance chain and round times."""
+    model predicts from the same runs' acceptance chain and round times.
+
+    With a :class:`hsd.bench.Comparison` (interleaved repeats), both bars are medians over the repeats, the
+    measured one with its spread as an error bar, and where a spread is too large to trust the title says
+    so in words."""
     ar = results.get("ar")
     names = [n for n in results if n != "ar"]
     fig = go.Figure()
     if ar is None or not Metrics.of(ar.metrics).tokens_per_s:
         return _layout(fig, "Speedup over AR (needs an AR run)", "algorithm", "× AR tokens/s")
-    ar_tps = Metrics.of(ar.metrics).tokens_per_s
-    measured = [(Metrics.of(results[n].metrics).tokens_per_s or 0) / ar_tps for n in names]
-    model = [predicted(results[n], ar) for n in names]
     colors = [_color(n) for n in names]
-    fig.add_bar(x=names, y=measured, name="measured", marker_color=colors,
-                text=[f"{v:.2f}×" for v in measured], textposition="outside")
-    fig.add_bar(x=names, y=model, name="predicted from this run's acceptance chain and round times (hsd advise)",
+    error, title = None, "Speedup over AR, measured in this run"
+    if comparison is not None and comparison.speedup:
+        spreads = [comparison.spread(n) for n in names]
+        measured = [s.median if s else 0.0 for s in spreads]
+        model = [s.median if (s := comparison.spread(n, "predicted")) else None for n in names]
+        error = dict(type="data", symmetric=False, color="#111827", thickness=2, width=8,
+                     array=[s.high - s.median if s else 0 for s in spreads],
+                     arrayminus=[s.median - s.low if s else 0 for s in spreads])
+        title = f"Speedup over AR<br><sup>median of {comparison.repeats} interleaved repeats; whiskers: spread</sup>"
+        noisy = [n for n, s in zip(names, spreads) if s is None or s.noisy]
+        if noisy:
+            worst = max((s for n, s in zip(names, spreads) if n in noisy and s), key=lambda s: s.relative,
+                        default=None)
+            title = ("Speedup over AR: too noisy to trust<br><sup>"
+                     + (f"{names[spreads.index(worst)]}: {worst.low:.2f}×–{worst.high:.2f}× " if worst else "")
+                     + f"over {comparison.repeats} repeats</sup>")
+    else:
+        ar_tps = Metrics.of(ar.metrics).tokens_per_s
+        measured = [(Metrics.of(results[n].metrics).tokens_per_s or 0) / ar_tps for n in names]
+        model = [predicted(results[n], ar) for n in names]
+    fig.add_bar(x=names, y=measured, name="measured", marker_color=colors, error_y=error,
+                text=[f"{v:.2f}×" for v in measured], textposition="outside", cliponaxis=False)
+    fig.add_bar(x=names, y=model, name="predicted (same runs' acceptance and round times)",
                 marker=_hatched(colors), text=[f"{v:.2f}×" if v is not None else "" for v in model],
-                textposition="outside")
+                textposition="outside", cliponaxis=False)
+    top = max([1.0, *measured, *(v for v in model if v is not None),
+               *((m + e) for m, e in zip(measured, error["array"] if error else []))])
     fig.update_layout(barmode="group")
+    fig.update_yaxes(range=[0, top * 1.25])
     fig.add_hline(y=1.0, line_dash="dash", line_color="#6b7280", annotation_text="AR = 1×")
-    title = "Speedup over AR, measured in this run" + (f"<br><sup>{_esc(device)}</sup>" if device else "")
-    return _layout(fig, title, "algorithm", "× AR tokens/s")
+    title = title + (f"<br><sup>{_esc(device)}</sup>" if device else "")
+    fig = _layout(fig, title, "algorithm", "× AR tokens/s")
+    fig.update_layout(margin=dict(t=90))
+    return fig
 
 
 def tokens_time_figure(results: dict[str, Result]) -> go.Figure:

@@ -12,6 +12,13 @@ from .errors import InvalidSettingError, PromptError
 MAX_PROMPT_CHARS = 20_000
 #: tokens per interactive run; the library allows :data:`hsd.generate.MAX_NEW_TOKENS`, a front end answers sooner
 MAX_NEW_TOKENS = 1024
+#: the form's ranges; a value outside one is refused with a message, never clamped
+TEMPERATURE = (0.0, 2.0)
+LOOKAHEAD = (1, 16)
+#: what lookahead k counts, for every algorithm (SLRS proposes target tokens, its drafter drafts as many bytes
+#: as those need)
+LOOKAHEAD_INFO = ("SD, TLI, SLEM: drafter tokens per round; SLRS: target positions per round (its drafter "
+                  "drafts as many tokens as they need)")
 
 
 def check_prompt(prompt) -> None:
@@ -35,6 +42,13 @@ def number(name: str, value, kind):
     return out
 
 
+def in_range(name: str, value, low, high, hint: str = ""):
+    """``value`` if ``low <= value <= high``, else an error that gives the range (a form never clamps)."""
+    if not low <= value <= high:
+        raise InvalidSettingError(f"{name} must be in {low:g}..{high:g}{hint}, got {value:g}.")
+    return value
+
+
 def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt) -> dict:
     """The keyword arguments of :func:`hsd.generate` for a form's values; ``mode`` ``"chat"`` sends the prompt
     as one user message through each model's chat template."""
@@ -42,10 +56,36 @@ def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed
     kw = dict(temperature=number("temperature", temperature, float), top_k=number("top-k", top_k, int),
               top_p=number("top-p", top_p, float), lookahead=number("lookahead", lookahead, int),
               max_new_tokens=number("max new tokens", max_new_tokens, int), seed=number("seed", seed, int))
-    if not 1 <= kw["max_new_tokens"] <= MAX_NEW_TOKENS:
-        raise InvalidSettingError(f"max new tokens must be in 1..{MAX_NEW_TOKENS} in this app.")
+    in_range("temperature", kw["temperature"], *TEMPERATURE, " (0 = greedy)")
+    in_range("lookahead", kw["lookahead"], *LOOKAHEAD, " in this app")
+    in_range("max new tokens", kw["max_new_tokens"], 1, MAX_NEW_TOKENS, " in this app")
     if mode == "chat":
         kw["messages"] = [{"role": "user", "content": prompt}]
     else:
         kw["prompt"] = prompt
     return kw
+
+
+def room(pair, kw: dict) -> int:
+    """The most new tokens this pair's target has room for after the prompt of ``kw``
+    (:func:`generation_kwargs`), capped at :data:`MAX_NEW_TOKENS`."""
+    from .generate import _check_prompt, encode_prompt
+
+    _check_prompt(kw.get("prompt"), kw.get("messages"))  # text a tokenizer cannot take is a PromptError first
+    prompt_ids = encode_prompt(pair.target, kw.get("prompt"), kw.get("messages"))[0]
+    limit = pair.target.context_length or 10**9
+    return max(0, min(MAX_NEW_TOKENS, limit - len(prompt_ids)))
+
+
+def check_room(pair, kw: dict) -> None:
+    """Refuse a max-new-tokens value the target's context cannot hold after this prompt, saying the limit."""
+    most = room(pair, kw)
+    if kw["max_new_tokens"] > most:
+        raise InvalidSettingError(f"max new tokens is {kw['max_new_tokens']}, but after this prompt the target "
+                                  f"has room for at most {most} (its context is {pair.target.context_length} "
+                                  "tokens). Lower max new tokens or shorten the prompt.")
+
+
+def default_algorithm(choices: list[str]) -> str:
+    """The algorithm a form selects among ``choices``: SLEM where it runs, else SD, else AR."""
+    return next((a for a in ("slem", "sd", "ar") if a in choices), choices[0])

@@ -47,7 +47,8 @@ def machine_info(pair=None) -> dict:
     device = pair.target.device if pair is not None else torch.device("cpu")
     info = {"cpu": cpu_name(), "cpu_cores": os.cpu_count(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version(), "device": str(device)}
+            "python": platform.python_version(), "device": str(device),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset")}
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     if pair is not None:
@@ -63,11 +64,12 @@ def machine_line(info: dict) -> str:
     dev = info.get("gpu") or f"{info['cpu']} ({info['cpu_cores']} cores)"
     load = f", load average {info['load_average']:.1f}" if "load_average" in info else ""
     return (f"{dev}, device {info['device']} {info.get('dtype', '')}, {info['threads']} torch threads, "
-            f"torch {info['torch']}, transformers {info['transformers']}, python {info['python']}{load}")
+            f"OMP_WAIT_POLICY {info.get('omp_wait_policy', 'unset')}, torch {info['torch']}, transformers {info['transformers']}, python {info['python']}{load}")
 
 
 def device_name(device: torch.device) -> str:
     """A device in a few words: the GPU's name, or the CPU and its torch threads."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{device.type.upper()} ({torch.get_num_threads()} threads)"
+    return (f"{device.type.upper()} ({torch.get_num_threads()} threads, OpenMP wait policy "
+            f"{os.environ.get('OMP_WAIT_POLICY', 'unset').lower()})")

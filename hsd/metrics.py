@@ -20,6 +20,7 @@ al. 2023, eq. 1), kept only to show how far that assumption is from the measurem
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field, fields
 from typing import NamedTuple
 
@@ -219,3 +220,38 @@ def iid_expected_speedup(metrics, ar_metrics) -> float | None:
     rest = sum(m.time_split_s[key] for key in ("convert", "verify", "other")) / max(1, m.rounds) / step
     cost = draft + rest
     return tokens / cost if cost > 0 else None
+
+
+#: a repeated measurement whose interquartile range exceeds this share of its median is reported as noisy
+NOISY_SPREAD = 0.2
+
+
+class Spread(NamedTuple):
+    """A repeated measurement: its median and its spread (interquartile range from 4 values on, else the
+    range), over ``n`` values."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+
+    @property
+    def relative(self) -> float:
+        """The spread as a share of the median (infinite for a zero median)."""
+        return (self.high - self.low) / abs(self.median) if self.median else float("inf")
+
+    @property
+    def noisy(self) -> bool:
+        return self.n < 2 or self.relative > NOISY_SPREAD
+
+
+def spread(values) -> Spread | None:
+    """The median and spread of the measured values (``None`` and NaN ignored); ``None`` if there are none."""
+    values = sorted(v for v in values if v is not None and v == v)
+    if not values:
+        return None
+    if len(values) >= 4:
+        low, _, high = statistics.quantiles(values, n=4, method="inclusive")
+    else:
+        low, high = values[0], values[-1]
+    return Spread(statistics.median(values), low, high, len(values))

@@ -10,13 +10,16 @@ them from :mod:`hsd.loading`'s cache first and refuses only if the pair still do
 from __future__ import annotations
 
 import re
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from huggingface_hub import errors as hub_errors
 
 from .errors import ModelNotFoundError, ResourceLimitError
-from .loading import cache_key, embedded_path, is_loaded, offline, release_models, resolve_device, resolve_dtype
+from .loading import (cache_key, embedded_path, is_loaded, load_pair, offline, release_models, resolve_device,
+                      resolve_dtype)
 from .machine import device_name
 
 HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
@@ -110,3 +113,48 @@ def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "aut
             f"These models need about {total / 1e9:.1f} GB but {dev.type} has {free / 1e9:.1f} GB free: choose a "
             "smaller pair, dtype bfloat16, or a machine with more memory.")
     return "\n".join(lines + [f"- device: {device_name(dev)}"])
+
+
+def loadable_offline(target: str, drafter: str, device: str = "auto", dtype: str = "auto") -> bool:
+    """Whether loading this pair (names from :func:`resolve_name`) downloads nothing: the target and any drafter
+    are local directories or already loaded. A front end checks such a pair as soon as it is chosen."""
+    def local(name: str) -> bool:
+        try:
+            return Path(name).expanduser().is_dir() or is_loaded(name, device=device, dtype=dtype)
+        except Exception:  # noqa: BLE001 - an unknown device or dtype: the load itself will say why
+            return False
+
+    return bool(target) and local(target) and (not drafter or local(drafter))
+
+
+_LOAD_LOCK = threading.Lock()
+_DEVICE_LOCKS: dict[str, threading.Lock] = {}
+LOCK_TIMEOUT_S = 600
+
+
+def plan_named(target: str, drafter: str, device: str = "auto", dtype: str = "auto") -> str:
+    """:func:`plan_load` for names as a form holds them (checked by :func:`resolve_name`)."""
+    return plan_load(resolve_name(target), resolve_name(drafter), device, dtype)
+
+
+def load_named_pair(target: str, drafter: str, device: str = "auto", dtype: str = "auto"):
+    """:func:`hsd.load_pair` (its cache keeps one Pair per loaded models) for names as a form holds them, one
+    load at a time."""
+    target, drafter = resolve_name(target), resolve_name(drafter)
+    if not target:
+        raise ModelNotFoundError("No target model: choose a preset or type a Hub id or a local directory.")
+    with _LOAD_LOCK:
+        return load_pair(target, drafter or None, device=device, dtype=dtype)
+
+
+@contextmanager
+def device_lock(device: str, timeout_s: float = LOCK_TIMEOUT_S):
+    """One run per device at a time: two users never share a model object mid-run, and timings stay clean."""
+    with _LOAD_LOCK:
+        lock = _DEVICE_LOCKS.setdefault(device, threading.Lock())
+    if not lock.acquire(timeout=timeout_s):
+        raise ResourceLimitError(f"The {device} device has been busy for {timeout_s:.0f} s: try again shortly.")
+    try:
+        yield
+    finally:
+        lock.release()

@@ -21,7 +21,7 @@ from .algorithms import ALGORITHMS
 from .figures import (ALGORITHM_COLORS, SPLIT_COLORS, acceptance_histogram_figure,  # noqa: F401  (re-exported)
                       bench_figures, expected_speedup, position_acceptance_figure, predicted, rounds_figure,
                       scale_figure, speedup_figure, time_split_figure, tokens_time_figure)
-from .metrics import Metrics
+from .metrics import NOISY_SPREAD, Metrics
 from .trace import Result, Round
 
 COLORS = {"accepted": "#22c55e", "corrected": "#f97316", "bonus": "#3b82f6", "rejected": "#9ca3af",
@@ -95,6 +95,8 @@ def _token_span(text: str, label: str, title: str) -> str:
     else:
         style = ""
     body = _esc(text).replace("\n", '<span style="opacity:0.4">↵</span>\n')  # a newline token stays visible
+    if color and text and not text.strip(" \t"):  # a coloured run of spaces: show it, not an empty box
+        body = f'<span style="opacity:0.5">{_esc(visible(text))}</span>'
     return f'<span class="hsd-tok hsd-{label}" style="{style}" title="{_esc(title)}">{body}</span>'
 
 
@@ -227,6 +229,24 @@ def _emitted_text(e, specials: dict[int, str]) -> str:
     return visible(e.text.decode("utf-8", errors="replace")) or f"⟨{specials.get(e.token, e.token)}⟩"
 
 
+#: at most this many draft columns per line of the round view; a long round (a byte-level drafter's) wraps
+WRAP_COLUMNS = 12
+
+
+def _wrap(n: int, *placements) -> list[tuple[int, int]]:
+    """Column ranges of at most :data:`WRAP_COLUMNS` (longer only where a token spans the cut), cut only
+    where no token of either row crosses."""
+    inside = {c for placement in placements for a, b in placement for c in range(a + 1, b)}
+    chunks, lo = [], 0
+    while lo < n:
+        hi = min(n, lo + WRAP_COLUMNS)
+        while hi < n and hi in inside:
+            hi += 1
+        chunks.append((lo, hi))
+        lo = hi
+    return chunks
+
+
 def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int, str] | None = None,
                special_target: dict[int, str] | None = None) -> str:
     """One round as a three-row picture: drafter tokens, the draft string, the target's proposed tokens.
@@ -250,9 +270,11 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
     cell = "padding:4px 8px;text-align:center;vertical-align:top;white-space:nowrap;border:none"
     head = f'{cell};text-align:right;font-weight:600;opacity:0.8;font-family:sans-serif;font-size:0.75em'
 
-    def token_row(spans, placement, cls, shade, label_of, extra_of):
-        cells, col = [], 0
+    def token_row(spans, placement, cls, shade, label_of, extra_of, lo, hi):
+        cells, col = [], lo
         for i, (span, (a, b)) in enumerate(sorted(zip(spans, placement), key=lambda x: x[1])):
+            if not lo <= a < hi:
+                continue
             if a > col:
                 cells.append(f'<td colspan="{a - col}" style="border:none"></td>')
             bg = shade[i % 2]
@@ -261,8 +283,8 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
                          f'<div style="font-size:1.1em;font-weight:600">{_esc(label_of(span))}</div>'
                          f'<div style="font-size:0.7em;opacity:0.75">{extra_of(span)}</div></td>')
             col = b
-        if col < len(cols):
-            cells.append(f'<td colspan="{len(cols) - col}" style="border:none"></td>')
+        if col < hi:
+            cells.append(f'<td colspan="{hi - col}" style="border:none"></td>')
         return "".join(cells)
 
     def label(span, specials):
@@ -271,9 +293,11 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
         return f"⟨{specials.get(span.id, 'special')}⟩"
 
     drafted_symbol = spec.draft_symbol if spec else "q"  # what the drafter sampled each token from
-    drafted_row = token_row(rnd.drafted, d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"),
-                            lambda s: label(s, sd),
-                            lambda s: f"id {s.id}" + ("" if s.prob is None else f"<br>{drafted_symbol} {s.prob:.2f}"))
+    def drafted_row(lo, hi):
+        return token_row(rnd.drafted, d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"), lambda s: label(s, sd),
+                         lambda s: f"id {s.id}" + ("" if s.prob is None else f"<br>{drafted_symbol} {s.prob:.2f}"),
+                         lo, hi)
+
     outcome = {id(s): (rnd.positions[i] if i < len(rnd.positions) else None) for i, s in enumerate(rnd.proposed)}
     bottom = {k: pos.bottom for k, pos in outcome.items() if pos is not None and pos.bottom}  # SLRS's ⊥ proposals
 
@@ -282,9 +306,12 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
             return label(span, st)
         return "⊥ " + label(span, st) if span.id >= 0 else "⊥"
 
-    target_row = token_row(rnd.proposed, t_place, "hsd-target-tok", ("#fef3c7", "#fde68a"), target_label,
-                           lambda s: (f"id {s.id}" if s.id >= 0 else "no token")
-                           + (f'<br><span class="hsd-bottom">⊥: {_esc(bottom[id(s)])}</span>' if id(s) in bottom else ""))
+    def target_row(lo, hi):
+        return token_row(rnd.proposed, t_place, "hsd-target-tok", ("#fef3c7", "#fde68a"), target_label,
+                         lambda s: (f"id {s.id}" if s.id >= 0 else "no token")
+                         + (f'<br><span class="hsd-bottom">⊥: {_esc(bottom[id(s)])}</span>' if id(s) in bottom
+                            else ""), lo, hi)
+
     draft_cells = []
     for ci, (s, e) in enumerate(cols):
         if e is None:
@@ -297,16 +324,21 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
         cls = "hsd-draft-piece" + (" hsd-boundary-disagree" if disagree else "")
         draft_cells.append(f'<td class="{cls}" style="{cell};border-left:{border};font-family:{MONO};'
                            f'font-size:{1.5 if whole else 0.9}em{lagged}">{_esc(text)}</td>')
-    stat_rows = []
     by_col = sorted(zip(rnd.proposed, t_place), key=lambda x: x[1][0])
     rows = [("p (target)", lambda p: _fmt(p.p))]
     if symbol:
         rows.append((f"{symbol} (proposal)", lambda p: _fmt(p.q)))
     rows.append(("P(accept)" + (" = p" if symbol is None else f" = min(1, p/{symbol})"), lambda p: _fmt(p.accept_prob)))
     rows.append(("outcome", None))
-    for name, fn in rows:
-        cells, col = [f'<th style="{head}">{_esc(name)}</th>'], 0
+
+    def stat_rows(lo, hi):
+        return "".join(stat_row(name, fn, lo, hi) for name, fn in rows)
+
+    def stat_row(name, fn, lo, hi):
+        cells, col = [f'<th style="{head}">{_esc(name)}</th>'], lo
         for span, (a, b) in by_col:
+            if not lo <= a < hi:
+                continue
             pos = outcome[id(span)]
             if a > col:
                 cells.append(f'<td colspan="{a - col}" style="border:none"></td>')
@@ -316,10 +348,20 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
                 c = OUTCOME_COLORS.get(pos.outcome, "#9ca3af")
                 cells.append(f'<td class="hsd-outcome hsd-{pos.outcome}" colspan="{b - a}" style="{cell};'
                              f'background:{c};color:white;font-weight:700;border-radius:6px">{pos.outcome}</td>')
+            elif pos.outcome == "unverified":  # an earlier proposal was rejected: nothing was computed here
+                cells.append(f'<td colspan="{b - a}" class="hsd-unverified" title="not verified: an earlier '
+                             f'proposal was rejected" style="{cell};color:#9ca3af">—</td>')
             else:
                 cells.append(f'<td colspan="{b - a}" style="{cell};font-family:{MONO}">{fn(pos)}</td>')
             col = b
-        stat_rows.append("<tr>" + "".join(cells) + "</tr>")
+        return "<tr>" + "".join(cells) + "</tr>"
+
+    tables = "".join(f"""<table class="hsd-boundaries" style="border-collapse:separate;border-spacing:4px;border:none;
+margin:0 0 0.6em 0"><tr><th style="{head}">drafter tokens</th>{drafted_row(lo, hi)}</tr>
+<tr><th style="{head}">draft string</th>{"".join(draft_cells[lo:hi])}</tr>
+<tr><th style="{head}">target tokens</th>{target_row(lo, hi)}</tr>
+{stat_rows(lo, hi)}
+</table>""" for lo, hi in _wrap(len(cols), d_place, t_place))
     emitted = "".join(_token_span(_emitted_text(e, st), e.label, LEGEND_TEXT[e.label]) for e in rnd.emitted)
     events = ", ".join(_esc(e) for e in rnd.events) or "none"
     x = rnd.extra
@@ -334,13 +376,7 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
     return f"""<div class="hsd-round" style="font-size:20px;line-height:1.4">
 <div style="margin-bottom:0.4em"><b>Round {rnd.index}</b>: the drafter drafted {len(rnd.drafted)} token(s);
 the target was proposed {len(rnd.proposed)} token(s) and accepted {rnd.n_accepted}.{lag}</div>
-<div style="overflow-x:auto">
-<table class="hsd-boundaries" style="border-collapse:separate;border-spacing:4px;border:none;margin:0">
-<tr><th style="{head}">drafter tokens</th>{drafted_row}</tr>
-<tr><th style="{head}">draft string</th>{"".join(draft_cells)}</tr>
-<tr><th style="{head}">target tokens</th>{target_row}</tr>
-{"".join(stat_rows)}
-</table></div>
+<div style="overflow-x:auto">{tables}</div>
 <div style="margin-top:0.5em">Emitted this round:
 <span style="font-family:{MONO};font-size:1.2em">{emitted}</span></div>
 <div style="font-size:0.8em;opacity:0.8;margin-top:0.3em">Red dashed line: a boundary only one tokenizer has.
@@ -355,8 +391,11 @@ SUMMARY_COLUMNS = ["algorithm", "tokens", "tokens/s", "speedup", "predicted spee
                    "acceptance rate", "target forwards", "drafter forwards", "lossless (T=0)"]
 
 
-def summary_table(results: dict[str, Result]) -> pd.DataFrame:
-    """One row per run, with names production engines use (τ = mean accepted length per target forward)."""
+def summary_table(results: dict[str, Result], comparison=None) -> pd.DataFrame:
+    """One row per run, with names production engines use (τ = mean accepted length per target forward).
+
+    With a :class:`hsd.bench.Comparison`, tokens/s and speedups are medians over its interleaved repeats and
+    a column gives each speedup's spread."""
     ar = results.get("ar")
     ar_tps = Metrics.of(ar.metrics).tokens_per_s if ar else None
     same = lossless(results)
@@ -374,10 +413,62 @@ def summary_table(results: dict[str, Result]) -> pd.DataFrame:
             "drafter forwards": m.drafter_forwards,
             "lossless (T=0)": {True: "yes", False: "NO"}.get(same.get(name), "—"),
         })
+        if comparison is not None:
+            tps, up, pred = (comparison.spread(name, key) for key in ("tokens_per_s", "speedup", "predicted"))
+            rows[-1].update({"tokens/s": rnd(tps and tps.median, 1),
+                             "speedup": rnd(up.median, 2) if up else rows[-1]["speedup"],
+                             "predicted speedup": rnd(pred and pred.median, 2),
+                             "speedup spread": f"{up.low:.2f}–{up.high:.2f} ({up.n} repeats)" if up else None})
         if "psi_forwards" in m:  # SLRS: the cost of computing psi (spec §4)
             rows[-1].update({"ψ drafter forwards": m["psi_forwards"], "ψ paths": m.get("psi_paths")})
-    extra = [c for c in ("ψ drafter forwards", "ψ paths") if any(c in r for r in rows)]
+    extra = [c for c in ("speedup spread", "ψ drafter forwards", "ψ paths") if any(c in r for r in rows)]
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + extra)
+
+
+def availability_markdown(why: dict[str, str | None], cost: dict[str, str] | None = None) -> str:
+    """:func:`hsd.availability` as a Markdown list: ✅ for each algorithm that runs (with its cost note, e.g.
+    SLRS's share of ⊥ proposals), ⛔ with the reason for each that does not."""
+    cost = cost or {}
+    return "\n".join(f"- ✅ **{name}**" + (f": {cost[name]}" if cost.get(name) else "") if reason is None
+                     else f"- ⛔ **{name}**: {reason}" for name, reason in why.items())
+
+
+def cost_notes(report: dict) -> dict[str, str]:
+    """Per algorithm, what running it costs beyond its drafts, from a compatibility report
+    (:func:`hsd.report.compatibility_report`): SLRS's ψ path counts and its share of ⊥ proposals."""
+    slrs = report.get("slrs")
+    if not slrs:
+        return {}
+    return {"slrs": (f"ψ needs a median of {slrs['paths_median']:,} drafter paths per target token (99%: at most "
+                     f"{slrs['paths_p99']:,}); {slrs['heavy_share']:.1%} of target tokens are over the budget of "
+                     f"{slrs['default_budget']:,} and are proposed as ⊥ (never accepted)")}
+
+
+def compare_status(comparison, device: str, settings: dict) -> str:
+    """The status after a comparison: what ran where, what did not apply, how it was timed, what stopped."""
+    results, failed = comparison.results, comparison.failed
+    skipped = [a for a in ALGORITHMS if a not in results and a not in failed]
+    return (f"✅ Compared {', '.join(results)} on {device}, temperature {settings['temperature']}, seed "
+            f"{settings['seed']}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
+            + f"\n\n{timing_note(comparison)}"
+            + "".join(f"\n\n⚠️ {name} stopped: {msg}" for name, msg in failed.items()))
+
+
+def timing_note(comparison) -> str:
+    """One Markdown sentence on how a :class:`hsd.bench.Comparison` was timed, and whether to trust it."""
+    parts = []
+    for name in comparison.speedup:
+        s = comparison.spread(name)
+        if s is not None:
+            parts.append(f"{name} {s.median:.2f}× ({s.low:.2f}–{s.high:.2f})")
+    text = (f"Speedups: median of {comparison.repeats} interleaved repeats (AR and each algorithm alternately, "
+            f"{comparison.seconds:.0f} s), with their spread: " + ", ".join(parts) + ".")
+    noisy = comparison.noisy()
+    if noisy:
+        text += (f" ⚠️ **Too noisy to trust** for {', '.join(noisy)}: the timings varied by more than "
+                 f"{NOISY_SPREAD:.0%} between repeats, so the machine's load, not the algorithm, decides them. "
+                 "Compare again when the machine is quieter.")
+    return text
 
 
 def lossless(results: dict[str, Result]) -> dict[str, bool]:

@@ -148,3 +148,63 @@ def test_advise_predicts_per_algorithm_and_lookahead(model_dirs):
     assert "predicted speedup over AR by lookahead" in text
     assert "Use " in text or "No drafter setting is predicted to beat AR" in text
     assert "temperature must be" in app.advise_pair(model_dirs["target"], model_dirs["drafter"], "x", -1)
+
+
+def test_every_run_clears_the_previous_runs_outputs_and_an_error_leaves_none(model_dirs):
+    first = _run(model_dirs)[0]
+    assert first.output == "" and first.rounds_plot is None and first.state is None
+    assert first.round_view == app.NO_RUN  # nothing of an earlier run is left while this one starts
+    bad = _run(model_dirs, temperature=-1)[-1]
+    assert bad.status.startswith("⚠️") and bad.output == "" and bad.rounds_plot is None and bad.state is None
+    compare_first = next(app.compare(model_dirs["target"], model_dirs["drafter"], "x", 0, 0, 1.0, 4, 4, 0))
+    assert compare_first.speedup is None and compare_first.table is None and compare_first.badge == ""
+
+
+def test_stop_says_stopped_only_while_something_runs():
+    status, advice = app.stopped("▶️ slem: round 9, 24 tokens…", "⏳ Advise: calibrating slem")
+    assert status == app.STOPPED and advice.startswith("⏹")
+    assert app.stopped("✅ **slem**: 12 tokens", "**Use slem**") == (app.gr.update(), app.gr.update())
+
+
+def test_choosing_a_local_pair_checks_it_so_no_rejected_algorithm_is_offered(model_dirs):
+    out = app.pair_changed(model_dirs["target"], model_dirs["drafter"], "auto", "auto", "sd")
+    assert "sd" not in out.algorithm["choices"] and "⛔ **sd**" in out.availability
+    offered = app.pair_changed("no-such-owner/no-such-model", "", "auto", "auto", "slem")
+    assert "Not checked yet" in offered.availability and offered.algorithm["choices"] == app.ALGOS
+
+
+def test_an_example_fills_the_form_and_checks_its_pair_in_one_update():
+    out = app.example_chosen(1)
+    assert out.prompt == app.EXAMPLES[1][2] and out.temperature == 1.0 and out.algorithm["value"] == "tli"
+    assert "sd" not in out.algorithm["choices"] and "⛔ **sd**" in out.availability
+    hub = app.example_chosen(len(app.EXAMPLES) - 1)  # a Hub pair not loaded: offered, not checked
+    assert hub.algorithm["choices"] == app.ALGOS and "Not checked yet" in hub.availability
+
+
+def test_examples_use_only_algorithms_their_pair_runs():
+    for label, preset, _, algorithm, *_ in app.EXAMPLES:
+        if preset in (app.EMBEDDED, app.BYTES):
+            pair = app.get_pair(*app.PAIRS[preset], "cpu", "auto")
+            assert algorithm in app.hsd.usable_algorithms(pair), label
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(max_new_tokens=600), "room for at most"),  # the tiny target's context is 512
+    (dict(temperature=5), "temperature must be in 0..2"),
+    (dict(lookahead=0), "lookahead must be in 1..16"),
+])
+def test_out_of_range_values_are_refused_with_their_range_not_clamped(model_dirs, change, message):
+    status = _run(model_dirs, **change)[-1][0]
+    assert status.startswith("⚠️") and message in status
+
+
+def test_max_new_tokens_box_states_the_room_the_pair_leaves(model_dirs):
+    info = app.token_room(model_dirs["target"], model_dirs["drafter"], "def f", "raw")["info"]
+    assert info.startswith("1..") and "for this pair and prompt" in info and int(info[3:].split()[0]) < 512
+
+
+def test_advise_reports_progress_and_only_calibrated_lookaheads(model_dirs):
+    steps = list(app.advise_live(model_dirs["target"], model_dirs["drafter"], "def f(x):\n", 0.0))
+    assert any("about" in s and " s at AR's pace" in s for s in steps[:-1])
+    assert any(s.startswith("⏳ Advise") and "calibrating slrs" in s for s in steps)  # SLRS is considered
+    assert "this k" in steps[-1] and "k=12" not in steps[-1]

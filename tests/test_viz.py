@@ -129,3 +129,16 @@ def test_output_html_places_each_rejected_draft_after_its_round():
     html = viz.output_html([r0, r1, r2], legend=False)
     order = [html.index(f">{t}</span>") for t in ("ab", "c", "XY", "d", "e", "Z")]
     assert order == sorted(order)
+
+
+def test_a_whitespace_correction_is_visible_not_an_empty_box():
+    span = viz._token_span("  ", "corrected", "round 1")
+    assert "␣␣" in span and "hsd-corrected" in span
+    assert viz._token_span("  ", "ar", "").count("␣") == 0  # plain AR text keeps its spaces
+
+
+def test_a_long_round_wraps_only_where_no_token_crosses():
+    assert viz._wrap(30, [(0, 2), (2, 30)], [(0, 30)]) == [(0, 30)]  # one token spans all: one line
+    assert viz._wrap(30, [(i, i + 1) for i in range(30)], [(0, 13), (13, 30)]) == [(0, 13), (13, 30)]
+    assert viz._wrap(30, [(i, i + 1) for i in range(30)], [(i, i + 1) for i in range(30)]) == [(0, 12), (12, 24),
+                                                                                                (24, 30)]

@@ -1,0 +1,168 @@
+"""The app in headless Chromium, as a user walks it: load, each example, a run per applicable algorithm, Stop
+mid-run, an error after a success, Compare, Check pair, Advise; the page must be coherent after each
+(status, output and plot agree; no algorithm offered that the check rejects).
+
+Slow (a few minutes on 2 CPUs): ``python -m pytest -m slow tests/test_browser.py``. Needs Debian's
+``chromium`` (``apt-get install chromium``) and ``pip install playwright`` (never ``playwright install``);
+skipped without them. Screenshots go to ``$HSD_SCREENSHOTS`` (default: the test's temporary folder).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+CHROMIUM = os.environ.get("HSD_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-sync"]
+WAIT = 240_000
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM}")
+    import app
+
+    demo = app.build()
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, css=app.CSS)
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.set_default_timeout(WAIT)
+        pg.goto(url)
+        yield pg
+        browser.close()
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    out = Path(os.environ.get("HSD_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _status(page) -> str:
+    return page.locator("#hsd-status").inner_text()
+
+
+def _offered(page) -> list[str]:
+    return [v for v in page.locator("#hsd-algorithm input[type=radio]").evaluate_all("els => els.map(e => e.value)")]
+
+
+def _rejected(page) -> set[str]:
+    return set(re.findall(r"⛔\s*(\w+)", page.locator("#hsd-availability").inner_text()))
+
+
+def _assert_offers_only_what_the_check_accepts(page, settle_s: float = 30):
+    for _ in range(int(settle_s * 4)):  # the check after an example or preset follows its filling the form
+        if not set(_offered(page)) & _rejected(page):
+            break
+        page.wait_for_timeout(250)
+    offered = _offered(page)
+    assert offered and not set(offered) & _rejected(page), (offered, _rejected(page))
+    checked = page.locator("#hsd-algorithm input[type=radio]:checked")
+    assert checked.count() == 1 and checked.get_attribute("value") in offered
+
+
+def _set(page, elem_id: str, value) -> None:
+    box = page.locator(f"#{elem_id} input")
+    box.fill(str(value))
+    box.blur()
+
+
+def _wait_done(page, prefixes=("✅", "⚠️")):
+    page.wait_for_function("(ps) => { const t = document.querySelector('#hsd-status')?.innerText || '';"
+                           " return ps.some(p => t.trim().startsWith(p)); }", arg=list(prefixes))
+    return _status(page)
+
+
+def _plot_title(page, elem_id: str, wait: bool = False) -> str:
+    if wait:  # plotly draws after the status arrives
+        page.wait_for_selector(f"#{elem_id} .gtitle", timeout=30_000)
+    title = page.locator(f"#{elem_id} .gtitle")
+    return title.first.text_content() if title.count() else ""
+
+
+def _select(page, algorithm: str) -> None:
+    page.locator(f"#hsd-algorithm input[value='{algorithm}']").check()
+
+
+def test_walk_the_app_and_stay_coherent(page, shots):
+    import app
+
+    page.wait_for_selector("#hsd-availability:has-text('✅')")  # opening the page checks the default pair
+    _assert_offers_only_what_the_check_accepts(page)
+    page.screenshot(path=str(shots / "01-load.png"))
+
+    for i, (label, preset, *_rest) in enumerate(app.EXAMPLES):
+        page.get_by_text(label).first.click()
+        if preset in (app.EMBEDDED, app.BYTES):
+            page.wait_for_function("(a) => document.querySelector('#hsd-algorithm input:checked')?.value === a",
+                                   arg=_rest[1])
+            page.wait_for_selector("#hsd-availability:has-text('✅')")
+            _assert_offers_only_what_the_check_accepts(page)
+            assert page.locator("#hsd-algorithm input[type=radio]:checked").get_attribute("value") == _rest[1]
+        else:  # a Hub pair nothing has loaded: not checked, every algorithm offered until Check pair
+            page.wait_for_selector("#hsd-availability:has-text('Not checked yet')")
+        page.screenshot(path=str(shots / f"02-example-{i}.png"))
+
+    page.get_by_text(app.EXAMPLES[0][0]).first.click()  # back to the embedded pair
+    page.wait_for_selector("#hsd-availability:has-text('✅')")
+    _set(page, "hsd-max-new-tokens", 24)
+    for algorithm in _offered(page):
+        _select(page, algorithm)
+        page.get_by_role("button", name="Run", exact=True).click()
+        status = _wait_done(page)
+        assert status.startswith(f"✅ {algorithm}") or status.startswith(f"✅ **{algorithm}"), status
+        assert page.locator("#hsd-output .hsd-tok").count() > 0
+        assert _plot_title(page, "hsd-rounds-plot", wait=True).startswith(f"{algorithm}:")
+        page.screenshot(path=str(shots / f"03-run-{algorithm}.png"))
+
+    _select(page, "slem")
+    _set(page, "hsd-max-new-tokens", 900)
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_selector("#hsd-status:has-text('▶️')")
+    page.get_by_role("button", name="Stop", exact=True).click()
+    page.wait_for_selector("#hsd-status:has-text('Stopped')")
+    page.wait_for_timeout(1500)  # nothing of the cancelled run comes back after Stop
+    assert "Stopped" in _status(page) and "round" not in _status(page).split("Stopped")[0]
+    assert _plot_title(page, "hsd-rounds-plot") == ""
+    page.screenshot(path=str(shots / "04-stopped.png"))
+
+    _set(page, "hsd-max-new-tokens", 24)
+    page.get_by_role("button", name="Run", exact=True).click()
+    assert _wait_done(page).startswith("✅")
+    _set(page, "hsd-temperature", -1)
+    page.get_by_role("button", name="Run", exact=True).click()
+    status = _wait_done(page, ("⚠️",))
+    assert "temperature must be in 0..2" in status
+    assert page.locator("#hsd-output .hsd-tok").count() == 0 and _plot_title(page, "hsd-rounds-plot") == ""
+    page.screenshot(path=str(shots / "05-error-after-success.png"))
+    _set(page, "hsd-temperature", 0)
+
+    page.get_by_role("button", name="Compare all algorithms").click()
+    page.get_by_role("tab", name="Compare").click()
+    status = _wait_done(page)
+    assert status.startswith("✅ Compared") and "interleaved repeats" in status
+    title = _plot_title(page, "hsd-speedup", wait=True)
+    assert "median of" in title or "too noisy" in title
+    assert ("too noisy" in title) == ("Too noisy" in status)
+    page.screenshot(path=str(shots / "06-compare.png"), full_page=True)
+
+    page.get_by_role("button", name="Check pair").click()
+    page.get_by_role("tab", name="Compatibility").click()
+    page.wait_for_selector("#hsd-availability:has-text('slrs')")
+    _assert_offers_only_what_the_check_accepts(page)
+    page.get_by_role("button", name=re.compile("^Advise")).click()
+    page.wait_for_selector("#hsd-advice:has-text('⏳ Advise')")
+    page.wait_for_selector("#hsd-advice:has-text('calibrated at')")
+    advice = page.locator("#hsd-advice").inner_text()
+    assert "slrs" in advice and "k=12" not in advice
+    page.screenshot(path=str(shots / "07-advise.png"), full_page=True)
