@@ -373,12 +373,16 @@ def token_room(target, drafter, prompt, mode, device="auto", dtype="auto"):
 BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
 #: (label, preset, prompt, algorithm, temperature, lookahead, max new tokens); the label states every setting
 EXAMPLES = [  # the label states every setting the example fills, and is short enough to be shown whole
-    ("slem · T=0 · k=5 · 96 tokens: def fibonacci(n):", EMBEDDED, "def fibonacci(n):\n", "slem", 0, 5, 96),
-    ("tli · T=1 · k=5 · 96 tokens: import os", EMBEDDED, "import os\n\n\ndef read_lines(path):\n", "tli", 1.0, 5,
+    # prompts end at the end of a line: the target's BPE merges a newline with the next line's indentation, so a
+    # prompt ending in a bare newline means "unindented line or end of file" to it (docs/embedded-pair.md)
+    ("slem · T=0 · k=5 · 96 tokens: def fibonacci(n):", EMBEDDED, "def fibonacci(n):", "slem", 0, 5, 96),
+    ("slem · T=0 · k=5 · 96 tokens: class Stack:", EMBEDDED, "class Stack:\n    def __init__(self):", "slem", 0, 5,
      96),
-    ("slem · T=0.8 · k=8 · 96 tokens: class Stack:", EMBEDDED, "class Stack:\n    def __init__(self):\n", "slem",
-     0.8, 8, 96),
-    ("slrs, byte drafter · T=1 · k=5 · 64 tokens", BYTES, "def fibonacci(n):\n", "slrs", 1.0, 5, 64),
+    # on the embedded pair, sampling does not pay (docs/embedded-pair.md): a classroom should see that too
+    ("slower than AR here: tli · T=1 · k=5 · 96 tokens", EMBEDDED, "import os\n\n\ndef read_lines(path):",
+     "tli", 1.0, 5, 96),
+    ("slower than AR here: slrs, byte drafter · T=0 · k=5 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 5,
+     64),
     ("bad drafter (GPU) · slem · T=0 · k=5 · 64 tokens", BAD_DRAFTER,
      "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64),
 ]
@@ -417,7 +421,7 @@ def build() -> gr.Blocks:
                     device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="device")
                     dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="dtype")
             with gr.Column(scale=3):
-                prompt = gr.Textbox("def fibonacci(n):\n", lines=4, label="Prompt")
+                prompt = gr.Textbox("def fibonacci(n):", lines=4, label="Prompt")
                 with gr.Row():
                     run_btn = gr.Button("Run", variant="primary")
                     compare_btn = gr.Button("Compare all algorithms")
