@@ -3,12 +3,17 @@
     python scripts/train_pair.py resume --role target --work ~/.cache/hsd-train --minutes 60
     python scripts/train_pair.py resume --role target --work ~/.cache/hsd-train --status
     python scripts/train_pair.py export --role target --work ~/.cache/hsd-train --out assets/tiny-code
+    python scripts/train_pair.py distill --work ~/.cache/hsd-train --target assets/tiny-code/target --minutes 30
+    python scripts/train_pair.py resume --role drafter --work ~/.cache/hsd-train \
+        --distill-from assets/tiny-code/target --distill-mix 0.4 --minutes 60
 
 State lives in ``WORK`` (outside the repository):
 
 * ``corpus/``: the texts ``scripts/build_corpus.py`` wrote (built on first use if missing);
 * ``packed/ROLE-{train,heldout}.u16``: the corpus tokenized by the role's tokenizer, as uint16, each
   file followed by the tokenizer's end-of-text (drafters: ``<s>`` before each file too);
+* ``distill/DIGEST/{train,heldout}.jsonl``: continuations written by the target whose weights hash to
+  ``DIGEST`` (``distill``), mixed into drafter segments (``--distill-from``) and scoring their export;
 * ``ckpt/ROLE.pt``: float32 weights, AdamW state, the data position, the learning-rate segment and
   the running totals (steps, tokens, seconds). Written atomically every ``--checkpoint-minutes``,
   at the end of a segment and on SIGINT/SIGTERM, so ``kill`` loses at most a few minutes.
