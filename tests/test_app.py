@@ -174,8 +174,9 @@ def test_choosing_a_local_pair_checks_it_so_no_rejected_algorithm_is_offered(mod
 
 
 def test_an_example_fills_the_form_and_checks_its_pair_in_one_update():
-    out = app.example_chosen(1)
-    assert out.prompt == app.EXAMPLES[1][2] and out.temperature == 1.0 and out.algorithm["value"] == "tli"
+    index = next(i for i, example in enumerate(app.EXAMPLES) if example[3] == "tli")
+    out = app.example_chosen(index)
+    assert out.prompt == app.EXAMPLES[index][2] and out.temperature == 1.0 and out.algorithm["value"] == "tli"
     assert "sd" not in out.algorithm["choices"] and "⛔ **sd**" in out.availability
     hub = app.example_chosen(len(app.EXAMPLES) - 1)  # a Hub pair not loaded: offered, not checked
     assert hub.algorithm["choices"] == app.ALGOS and "Not checked yet" in hub.availability
