@@ -379,9 +379,9 @@ EXAMPLES = [  # the label states every setting the example fills, and is short e
     ("slem · T=0 · k=5 · 96 tokens: class Stack:", EMBEDDED, "class Stack:\n    def __init__(self):", "slem", 0, 5,
      96),
     # on the embedded pair, sampling does not pay (docs/embedded-pair.md): a classroom should see that too
-    ("slower than AR here: tli · T=1 · k=5 · 96 tokens", EMBEDDED, "import os\n\n\ndef read_lines(path):",
+    ("slower than AR: tli · T=1 · k=5 · 96 tokens", EMBEDDED, "import os\n\n\ndef read_lines(path):",
      "tli", 1.0, 5, 96),
-    ("slower than AR here: slrs, byte drafter · T=0 · k=5 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 5,
+    ("slower than AR: slrs · bytes · T=0 · k=5 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 5,
      64),
     ("bad drafter (GPU) · slem · T=0 · k=5 · 64 tokens", BAD_DRAFTER,
      "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64),
@@ -464,8 +464,9 @@ def build() -> gr.Blocks:
                 examples = gr.Dataset(
                     components=[prompt], samples=[[text] for _, _, text, *_ in EXAMPLES], type="index",
                     sample_labels=[label for label, *_ in EXAMPLES], elem_id="hsd-examples",
-                    label="Examples: greedy code completion, sampling where TLI accepts more than SLEM, a long "
-                          "lookahead, SLRS with a byte-level drafter, a bad drafter (needs a GPU and a Hub token)")
+                    label="Examples: greedy code completion (where SLEM pays on the embedded pair), sampling and "
+                          "SLRS with a byte-level drafter (where it does not), a bad drafter (needs a GPU and a Hub "
+                          "token)")
         inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
         pair_in, check_out = [target, drafter, device, dtype, algorithm], [report, availability, algorithm]
         room_in = [target, drafter, prompt, mode, device, dtype]
