@@ -1,0 +1,266 @@
+"""The lab's actions without widgets: what each of the app's buttons does, as plain values.
+
+``app.py`` builds the page and turns these values into widget updates; everything it shows is decided
+here, so the same actions can be driven from a test, a notebook or another front end. Each action returns
+(or, for the long ones, yields) a dict keyed by the name of the thing it fills ("status", "output",
+"round", ...); a key that is absent means "clear it" for :func:`run_steps` and :func:`compare_steps`, whose
+every update replaces the whole previous run. No gradio import (tests/test_layers.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+import hsd
+from . import figures, forms, planning, viz
+from .advise import advise_steps, format_advice
+from .bench import run_each
+from .loading import GALLERY
+from .machine import device_name
+from .report import compatibility_report, explain, format_report
+
+log = logging.getLogger("hsd.lab")
+STREAM_INTERVAL_S = 0.15
+PAIRS = GALLERY
+EMBEDDED, BYTES = list(GALLERY)[:2]
+ALGOS = list(hsd.ALGORITHMS)  # the registry's order: ar, sd, slem, tli, slrs
+NO_RUN = "<i>Run an algorithm to step through its rounds.</i>"
+STOPPED = ("⏹ **Stopped.** The output shows what was generated before the stop; a stopped run has no summary, "
+           "round view or comparison.")
+BUSY = ("⏳", "▶️")  # how a status in progress begins
+ADVISE_TOKENS = 64
+ADVISE_LOOKAHEADS = (1, 2, 3, 5, 8)
+COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / ψ: the proposal's probability "
+                "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
+BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
+#: (label, preset, prompt, algorithm, temperature, lookahead, max new tokens); the label states every setting the
+#: example fills and is short enough to be shown whole. Prompts end at the end of a line: the target's BPE merges
+#: a newline with the next line's indentation, so a prompt ending in a bare newline means "unindented line or end
+#: of file" to it (docs/embedded-pair.md). On the embedded pair sampling does not pay: a classroom sees that too.
+EXAMPLES = [
+    ("slem · T=0 · k=5 · 96 tokens: def fibonacci(n):", EMBEDDED, "def fibonacci(n):", "slem", 0, 5, 96),
+    ("slem · T=0 · k=5 · 96 tokens: class Stack:", EMBEDDED, "class Stack:\n    def __init__(self):", "slem", 0, 5,
+     96),
+    ("slower than AR: tli · T=1 · k=5 · 96 tokens", EMBEDDED, "import os\n\n\ndef read_lines(path):",
+     "tli", 1.0, 5, 96),
+    ("slower than AR: slrs · bytes · T=0 · k=5 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 5, 64),
+    ("bad drafter (GPU) · slem · T=0 · k=5 · 64 tokens", BAD_DRAFTER,
+     "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64),
+]
+
+
+def error_text(exc: BaseException) -> str:
+    """A failure as the status line shows it: hsd's own errors say what to do; anything else is logged."""
+    if isinstance(exc, hsd.HsdError):
+        return f"⚠️ **{type(exc).__name__}**: {exc}"
+    log.exception("unexpected error in a handler")
+    return (f"⚠️ **Unexpected error** ({type(exc).__name__}): {str(exc)[:500]}. The app is still running: change "
+            "the settings and try again.")
+
+
+def new_state(pair: hsd.Pair, result: hsd.Result, prompt: str | None) -> dict:
+    """What a page keeps of a finished run: enough to redraw every view without the models."""
+    return {"result": result, "prompt": prompt, "special_target": dict(pair.target.vocab.special_text),
+            "special_drafter": dict(pair.drafter.vocab.special_text) if pair.drafter else {}}
+
+
+def round_view(state: dict | None, index) -> str:
+    """The token-boundary view of round ``index`` of the run in ``state`` (clamped to the rounds it has)."""
+    if not state:
+        return NO_RUN
+    rounds = state["result"].rounds
+    if not rounds:
+        return "<i>No rounds.</i>"
+    rnd = rounds[max(0, min(int(index or 0), len(rounds) - 1))]
+    return viz.round_html(rnd, algorithm=state["result"].algorithm, special_drafter=state["special_drafter"],
+                          special_target=state["special_target"])
+
+
+def step(state: dict, index, delta) -> int:
+    """The round after a ◀/▶ click, clamped; raises HsdError/KeyError/TypeError on a malformed index or state."""
+    index, delta = forms.number("round", index or 0, int), forms.number("step", delta, int)
+    return max(0, min(index + delta, len(state["result"].rounds) - 1))
+
+
+def output(state: dict, show_rejected: bool) -> str:
+    """The coloured output of the run in ``state`` again, with or without the rejected drafts."""
+    return viz.output_html(state["result"].rounds, show_rejected=show_rejected, prompt=state["prompt"],
+                           special_text=state["special_target"])
+
+
+def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt) -> dict:
+    return forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
+
+
+def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
+              mode="raw", device="auto", dtype="auto", show_rejected=True) -> Iterator[dict]:
+    """One generation, streamed: status while checking and loading, the coloured output every
+    :data:`STREAM_INTERVAL_S`, then the summary, the round to open first (``round``: index, ``rounds``: how
+    many), its view, the per-round plot and the state. A failure ends as a status and nothing else."""
+    try:
+        yield {"status": "⏳ Checking the settings and the models…"}
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
+        drafter = drafter if algorithm != "ar" else ""  # AR needs no drafter: don't load one
+        yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
+        pair = planning.load_named_pair(target, drafter, device, dtype)
+        hsd.check_algorithm(pair, algorithm)
+        forms.check_room(pair, kw)
+        special = pair.target.vocab.special_text
+        with planning.device_lock(str(pair.target.device)):
+            rounds, last, result = [], 0.0, None
+            for item in hsd.stream(pair, algorithm=algorithm, **kw):
+                if isinstance(item, hsd.Result):
+                    result = item
+                    break
+                rounds.append(item)
+                if time.perf_counter() - last > STREAM_INTERVAL_S:
+                    last = time.perf_counter()
+                    yield {"output": viz.output_html(rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
+                                                     special_text=special),
+                           "status": f"▶️ {algorithm}: round {len(rounds)}, "
+                                     f"{sum(len(r.emitted) for r in rounds)} tokens… (Stop keeps what is shown)"}
+        state = new_state(pair, result, kw.get("prompt"))
+        first = viz.interesting_round(result.rounds)
+        yield {"status": "✅ " + viz.run_summary(result, device_name(pair.target.device)), "state": state,
+               "output": output(state, show_rejected), "round": first, "rounds": len(result.rounds),
+               "round_view": round_view(state, first),
+               "rounds_plot": figures.rounds_figure(result.rounds, f"{algorithm}: time and tokens per round")}
+    except Exception as exc:  # every failure ends as a message to this user; the app stays up
+        yield {"status": error_text(exc)}
+
+
+def compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
+                  device="auto", dtype="auto") -> Iterator[dict]:
+    """AR and every applicable algorithm, same prompt, settings and seed, repeated interleaved
+    (:func:`hsd.bench.run_each`); then the badge, the five figures, the table and its CSV file."""
+    try:
+        yield {"status": "⏳ Checking the settings and the models…"}
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
+        yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
+        pair = planning.load_named_pair(target, drafter, device, dtype)
+        forms.check_room(pair, kw)
+        with planning.device_lock(str(pair.target.device)):
+            for progress in run_each(pair, hsd.usable_algorithms(pair), **kw):
+                if isinstance(progress, str):
+                    yield {"status": progress}
+        results = progress.results
+        machine = f"{device_name(pair.target.device)}, {results['ar'].settings['dtype']}"
+        table = viz.summary_table(results, progress)
+        csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-compare.csv"
+        table.to_csv(csv, index=False)
+        yield {"status": viz.compare_status(progress, machine, kw), "badge": viz.lossless_badge(results),
+               "speedup": figures.speedup_figure(results, machine, progress),
+               "tokens_time": figures.tokens_time_figure(results),
+               "histogram": figures.acceptance_histogram_figure(results),
+               "positions": figures.position_acceptance_figure(results),
+               "time_split": figures.time_split_figure(results), "table": table, "csv": str(csv)}
+    except Exception as exc:
+        yield {"status": error_text(exc)}
+
+
+def check(target, drafter, device="auto", dtype="auto", algorithm=None) -> dict:
+    """What will be loaded, which algorithms apply (:func:`hsd.availability`, the one source the choices, the
+    examples and the presets follow) and why, what SLRS costs, and the drafter-compatibility report.
+    ``choices``/``algorithm``: the algorithms to offer and the one to select; on a failure, ``choices`` is absent
+    (leave the choice as it is)."""
+    try:
+        plan = planning.plan_named(target, drafter, device, dtype)
+        pair = planning.load_named_pair(target, drafter, device, dtype)
+        usable = hsd.usable_algorithms(pair)
+        choice = {"choices": usable, "algorithm": algorithm if algorithm in usable else forms.default_algorithm(usable)}
+        if pair.drafter is None:
+            return {"report": f"{plan}\n\nNo drafter: only **ar** runs.", "availability": "- ✅ **ar**", **choice}
+        report = compatibility_report(pair)
+        return {"report": f"{plan}\n\n```text\n{format_report(report)}\n```\n\n{explain(report)}",
+                "availability": viz.availability_markdown(hsd.availability(pair), viz.cost_notes(report)), **choice}
+    except Exception as exc:
+        return {"report": error_text(exc), "availability": error_text(exc)}
+
+
+def describe(target, drafter, device="auto", dtype="auto") -> dict:
+    """What a pair would load (Hub metadata when reachable), before anything is downloaded; every algorithm is
+    offered again until **Check pair** narrows the choice."""
+    try:
+        text = planning.plan_named(target, drafter, device, dtype) + "\n\nPress **Check pair** to load it and see " \
+            "which algorithms apply."
+    except Exception as exc:
+        text = error_text(exc)
+    return {"report": text, "choices": ALGOS}
+
+
+def pair_changed(target, drafter, device="auto", dtype="auto", algorithm=None) -> dict:
+    """After a preset or an example: :func:`check` at once where that downloads nothing (local directories,
+    loaded models), so the choice never offers what the check rejects; otherwise :func:`describe`."""
+    if planning.loadable_offline(planning.resolve_name(target), planning.resolve_name(drafter), device, dtype):
+        return check(target, drafter, device, dtype, algorithm)
+    return {**describe(target, drafter, device, dtype),
+            "availability": "Not checked yet: press **Check pair** to see which algorithms apply."}
+
+
+def example(index, device="auto", dtype="auto") -> dict:
+    """The form filled with example ``index``, and its pair checked as :func:`pair_changed` does, in one update
+    (so the algorithm choice and the verdict never disagree, even for a moment)."""
+    _, preset, text, algorithm, temperature, lookahead, max_new_tokens = EXAMPLES[int(index)]
+    target, drafter = PAIRS[preset]
+    checked = pair_changed(target, drafter, device, dtype, algorithm)
+    return {**checked, "algorithm": checked.get("algorithm", algorithm), "preset": preset, "target": target,
+            "drafter": drafter, "prompt": text, "temperature": temperature, "lookahead": lookahead,
+            "max_new_tokens": max_new_tokens}
+
+
+def advise_text(target, drafter, prompt, temperature, device="auto", dtype="auto") -> Iterator[str]:
+    """`hsd advise` on this pair and prompt, its progress first: measured acceptance and costs, the predicted
+    speedup of every applicable algorithm (SLRS included) at each lookahead it calibrates, a recommendation."""
+    try:
+        forms.check_prompt(prompt)
+        temperature = forms.in_range("temperature", forms.number("temperature", temperature, float),
+                                     *forms.TEMPERATURE, " (0 = greedy)")
+        pair = planning.load_named_pair(target, drafter, device, dtype)
+        if pair.drafter is None:
+            yield "No drafter: only **ar** runs, there is nothing to advise."
+            return
+        names = [a for a in hsd.usable_algorithms(pair) if a != "ar"]
+        lines = []
+        with planning.device_lock(str(pair.target.device)):
+            for item in advise_steps(pair, [prompt], temperature=temperature, max_new_tokens=ADVISE_TOKENS,
+                                     algorithms=names, lookaheads=ADVISE_LOOKAHEADS):
+                if isinstance(item, str):
+                    lines.append(item)
+                    yield "⏳ Advise: " + "\n\n".join(lines[-3:])
+        yield (f"**{item['recommendation']['text']}**\n\nCalibrated on this prompt ({ADVISE_TOKENS} new tokens) "
+               f"at temperature {temperature:g}, at each lookahead in the table; a prediction, not a "
+               f"measurement: **Compare** measures.\n\n```text\n{format_advice(item)}\n```")
+    except Exception as exc:
+        yield error_text(exc)
+
+
+def after_stop(status, advice) -> tuple[str | None, str | None]:
+    """Stop: a run, comparison or advice in progress says it stopped (the new text); a finished one stays as it
+    is (None)."""
+    return (STOPPED if str(status or "").startswith(BUSY) else None,
+            "⏹ Advise stopped." if str(advice or "").startswith(BUSY) else None)
+
+
+def token_room(target, drafter, prompt, mode, device="auto", dtype="auto") -> str | None:
+    """The max-new-tokens box's hint for this pair and prompt (the target's context minus the prompt), or None
+    to leave it (an empty prompt or a missing model: the run will say why)."""
+    try:
+        if not planning.loadable_offline(planning.resolve_name(target), planning.resolve_name(drafter), device,
+                                         dtype):
+            return f"1..{forms.MAX_NEW_TOKENS}; the pair's context may allow fewer"
+        kw = _settings(0, 0, 1.0, 1, 1, 0, mode, prompt)
+        pair = planning.load_named_pair(target, drafter, device, dtype)
+        return f"1..{forms.room(pair, kw)} for this pair and prompt"
+    except Exception:  # noqa: BLE001 - the hint is optional
+        return None
+
+
+def about_algorithms() -> str:
+    """The Algorithms tab: each registered algorithm's own description, and what lossless means."""
+    return ("\n\n".join(hsd.ALGORITHMS[a].about for a in ALGOS if hsd.ALGORITHMS[a].about)
+            + "\n\nAll are lossless: at temperature 0 the output equals AR's token for token (the Compare tab checks "
+              "it); when sampling, the output has exactly the target's distribution.")
