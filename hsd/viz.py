@@ -149,7 +149,9 @@ def run_summary(result: Result, device: str = "") -> str:
     return (f"**{result.algorithm}**: {m.new_tokens} tokens in {m.rounds} rounds, {m.tokens_per_s or 0:.1f} "
             f"tokens/s, τ = {m.mean_accepted_length:.2f}"
             + (f", acceptance {m.acceptance_rate:.0%}" if m.acceptance_rate is not None else "")
-            + f" · stopped by {result.stop_reason} · {device}, {result.settings['dtype']}")
+            + f" · stopped by {result.stop_reason} · {device}, {result.settings['dtype']}"
+            + ("" if result.algorithm == "ar" else " · one run, no baseline: **Compare** measures the speedup "
+               "against AR, repeated interleaved"))
 
 
 def interesting_round(rounds: list[Round]) -> int:

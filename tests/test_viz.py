@@ -104,6 +104,8 @@ def test_compare_figures_have_one_trace_per_run():
     speed = viz.speedup_figure(results, "CPU")
     assert isinstance(speed, go.Figure) and [t.type for t in speed.data] == ["bar", "bar"]
     assert list(speed.data[0].y) == pytest.approx([1.5, 1.0])
+    label = next(a for a in speed.layout.annotations if "AR = 1" in a.text)  # in the right margin, off the bars
+    assert (label.xref, label.x, label.xanchor) == ("paper", 1.0, "left")
     assert [t.name for t in viz.tokens_time_figure(results).data] == ["ar", "slem", "tli"]
     assert [t.name for t in viz.acceptance_histogram_figure(results).data] == ["slem", "tli"]
     assert [t.name for t in viz.position_acceptance_figure(results).data] == ["slem", "tli"]
