@@ -112,8 +112,18 @@ class DrafterContext:
         limit = self.model.context_length
         return limit is not None and max(len(self.ids), len(self.runner)) + 1 >= limit
 
-    def sync(self, generated: bytes, drafted: list[int]) -> tuple[list[str], int]:
-        """Bring ``ids`` up to the generated text; return (re-tokenization events, drafter tokens dropped)."""
+    def sync(self, generated: bytes, drafted: list[int], *, fixed: bool = False, target_ids: list[int] | None = None,
+             target_start: int = 0) -> tuple[list[str], int]:
+        """Bring ``ids`` up to the generated text; return (re-tokenization events, drafter tokens dropped).
+
+        The drafted tokens whose bytes were emitted stay as drafted. ``target_ids`` (a shared vocabulary only:
+        the target's emitted ids of the round, whose text starts at byte ``target_start`` of ``generated``)
+        continue the context after them as the target's own ids. What is left is re-encoded in context: with
+        ``fixed`` the ids kept so far are never rewritten (a merge across the boundary is spelled
+        byte-exactly), otherwise the look-behind window may re-tokenize them (the canonical tokenization).
+        Either way ``ids`` depends only on what happened before the next draft (docs/design.md, Drafter
+        context).
+        """
         toks = self.model.vocab.tokens
         if generated[:self.synced] == self.spelled:  # the usual case: the text only grew; O(drafted)
             candidates, keep, pos = drafted, 0, self.synced
@@ -128,7 +138,18 @@ class DrafterContext:
             pos += len(b)
             keep += 1
         base = base + candidates[:keep]
-        cont = self.retok.continue_ids(base, generated[pos:], rewrite=True)
+        offset = target_start
+        for tid in target_ids or ():  # the target's ids where the vocabulary is the same
+            b = toks[tid] if 0 <= tid < len(toks) else None
+            if offset < pos:
+                offset += len(b or b"")
+                continue
+            if offset > pos or not b or generated[pos:pos + len(b)] != b:
+                break
+            base.append(tid)
+            pos += len(b)
+            offset += len(b)
+        cont = self.retok.continue_ids(base, generated[pos:], rewrite=not fixed)
         self.ids = base[:cont.n_keep] + cont.new_ids
         self.synced = len(generated) - cont.pending
         self.spelled = generated[:self.synced]

@@ -59,7 +59,10 @@ def first_token(dist: dict) -> dict:
     return out
 
 
-CASES = [("sd", "shared"), ("slem", "bpe<-sp"), ("tli", "bpe<-sp"), ("slem", "sp<-bpe"), ("tli", "sp<-bpe")]
+# ("tli", "shared"): on a shared vocabulary the drafter's context after a round is the target's emitted ids
+# (hsd/algorithms/common.py, DRAFTER_CONTEXT), a function of the whole history rather than of the text alone
+CASES = [("sd", "shared"), ("slem", "bpe<-sp"), ("tli", "bpe<-sp"), ("slem", "sp<-bpe"), ("tli", "sp<-bpe"),
+         ("tli", "shared")]
 
 
 def _pair(kind):
