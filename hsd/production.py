@@ -1,0 +1,3 @@
+"""placeholder"""
+def add_production_parser(sub):
+    pass
