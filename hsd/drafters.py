@@ -154,8 +154,8 @@ def check_comparison(target, drafters, prompts, algorithm: str = "best", **setti
     Sampling(settings.get("temperature", 0.0), settings.get("top_k", 0), settings.get("top_p", 1.0))
     _check_int("lookahead", settings.get("lookahead", 5), 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", settings.get("max_new_tokens", 64), 1, MAX_NEW_TOKENS, "tokens to generate")
-    _check_int("min_repeats", settings.get("min_repeats", 1), 1, 1000, "interleaved repeats per prompt")
-    _check_int("max_repeats", settings.get("max_repeats", 3), settings.get("min_repeats", 1), 1000,
+    _check_int("min_repeats", settings.get("min_repeats", 2), 1, 1000, "interleaved repeats per prompt")
+    _check_int("max_repeats", settings.get("max_repeats", 4), settings.get("min_repeats", 2), 1000,
                "interleaved repeats per prompt (at least min_repeats)")
     budget = settings.get("budget_s", 30.0)
     if not isinstance(budget, (int, float)) or isinstance(budget, bool) or not budget > 0:
@@ -224,7 +224,9 @@ def _row(drafter: str, name: str, per_prompt: list) -> Row:
     row.ar_tokens_per_s = statistics.harmonic_mean(ar_tps) if ar_tps else None
     s = spread([v for c in per_prompt for v in c.speedup.get(name, [])])
     if s is not None:
-        row.speedup, row.speedup_low, row.speedup_high, row.speedup_n, row.noisy = s.median, s.low, s.high, s.n, s.noisy
+        row.speedup, row.speedup_low, row.speedup_high, row.speedup_n = s.median, s.low, s.high, s.n
+    # noisy: some prompt's repeats disagree too much to trust (or ran once), not prompts differing from each other
+    row.noisy = any(name in c.noisy() for c in per_prompt)
     return row
 
 
@@ -241,7 +243,7 @@ def _greedy_identity(rows: list[Row], per_prompt: list, temperature: float) -> N
 
 def compare_drafters(target: str | None, drafters: list[str], prompts: list[str], algorithm: str = "best", *,
                      temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, lookahead: int = 5,
-                     max_new_tokens: int = 64, seed: int = 0, min_repeats: int = 1, max_repeats: int = 3,
+                     max_new_tokens: int = 64, seed: int = 0, min_repeats: int = 2, max_repeats: int = 4,
                      budget_s: float = 30.0, predict: bool = True, device: str = "auto", dtype: str = "auto",
                      trust_remote_code: bool = False):
     """Measure each drafter for ``target`` on ``prompts``; yields progress lines, then a :class:`DrafterComparison`.
@@ -450,8 +452,9 @@ def add_drafters_parser(sub) -> None:
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--lookahead", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--min-repeats", type=int, default=1, help="interleaved repeats per prompt, at least")
-    p.add_argument("--max-repeats", type=int, default=3, help="interleaved repeats per prompt, at most")
+    p.add_argument("--min-repeats", type=int, default=2, help="interleaved repeats per prompt, at least (1 cannot "
+                   "tell noise from a difference)")
+    p.add_argument("--max-repeats", type=int, default=4, help="interleaved repeats per prompt, at most")
     p.add_argument("--budget-s", type=float, default=30.0, help="seconds of repeats per prompt and drafter")
     p.add_argument("--no-advise", action="store_true", help="skip advise's calibration (no predicted columns)")
     p.add_argument("--all-rows", action="store_true", help="print every algorithm measured, not only the chosen")
