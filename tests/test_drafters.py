@@ -64,15 +64,20 @@ def test_the_table_the_text_and_the_figure_are_pure_functions_of_the_result(best
     json.dumps(result.to_dict(), default=str)
 
 
-def test_a_named_algorithm_that_does_not_apply_and_a_drafter_that_does_not_load_get_rows_that_say_why(tmp_path):
+def test_a_named_algorithm_runs_where_it_applies_and_other_drafters_get_rows_that_say_why(tmp_path):
+    """SD with the target as its own drafter (a shared vocabulary) accepts everything; the heterogeneous
+    drafter gets a 'not applicable' row, and a folder that is not a model a 'not loaded' one."""
     missing = str(tmp_path / "no-such-drafter")
-    result = run_comparison("tiny-code", ["tiny-code", missing], PROMPTS, "sd", log=lambda _: None, **SMALL)
-    ok, bad = result.entries
-    assert ok.rows[0].algorithm == "sd" and ok.rows[0].chosen and "not applicable" in ok.rows[0].note
-    assert ok.rows[0].speedup is None and ok.costs["cost_ratio"] > 0
+    result = run_comparison("tiny-code", ["assets/tiny-code/target", "tiny-code", missing], PROMPTS, "sd",
+                            predict=False, log=lambda _: None, **SMALL)
+    same, other, bad = result.entries
+    assert same.compatibility["shared_vocabulary"] is True and "sd" in same.compatibility["applicable"]
+    assert same.chosen.algorithm == "sd" and same.chosen.acceptance_rate == 1.0 and same.advice is None
+    assert other.rows[0].algorithm == "sd" and other.rows[0].chosen and "not applicable" in other.rows[0].note
+    assert other.rows[0].speedup is None and other.costs["cost_ratio"] > 0
     assert bad.error and not bad.rows
     table = drafters_table(result)
-    assert table["note"].iloc[1].startswith("not loaded")
+    assert table["note"].iloc[2].startswith("not loaded") and table["shared vocabulary"].iloc[0] == "yes"
 
 
 @pytest.mark.parametrize("args, match", [
