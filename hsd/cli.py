@@ -55,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     _bench_parsers(sub)
     from .space import add_space_parser
     add_space_parser(sub)  # space push: deploy the app to a Hugging Face Space (hsd/space.py)
+    # --- issue 16 (b): drafter comparison and production configuration, defined in their own modules
+    from .drafters import add_drafters_parser
+    add_drafters_parser(sub)  # drafters: compare drafters for one target (hsd/drafters.py)
+    from .production import add_production_parser
+    add_production_parser(sub)  # production: the vLLM / Transformers configuration of a choice (hsd/production.py)
+    # --- end issue 16 (b)
     return parser
 
 

@@ -20,6 +20,8 @@ BLURB = {
     "drafter": "very small Llama-architecture *drafter* with a SentencePiece-style BPE tokenizer (different "
                "from the target's)",
     "drafter-bytes": "very small Llama-architecture byte-level *drafter* (one token per byte)",
+    "drafter-shared": "very small Llama-architecture *drafter* with the target's own byte-level BPE tokenizer "
+                      "(a shared vocabulary: classic speculative decoding applies)",
 }
 
 
@@ -66,6 +68,7 @@ def distill_lines(segments: list[dict]) -> list[str]:
 def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> None:
     m, totals, man = rec, rec["totals"], rec["manifest"]
     n_pkgs = len(man["packages"])
+    prev = m.get("previous_label") or "previous shipped weights"
     dropped = ", ".join(f"{d['name']} ({d['licence']})" for d in man["dropped_licences"]) or "none"
     lines = [
         *front_matter("apache-2.0"),
@@ -101,11 +104,11 @@ def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> Non
         f"| all {man['heldout_files']} held-out files | {m['heldout']['nats_per_token']:.4f} | {_bpc(m['heldout'])} |",
         f"| the standard-library files held out since the first pair ({len(m['heldout_stdlib_files'])}) | "
         f"{m['heldout_stdlib']['nats_per_token']:.4f} | {_bpc(m['heldout_stdlib'])} |",
-        f"| previous shipped weights, all held-out files | {m['previous_heldout']['nats_per_token']:.4f} | "
+        f"| {prev}, all held-out files | {m['previous_heldout']['nats_per_token']:.4f} | "
         f"{_bpc(m['previous_heldout'])} |",
         *([f"| the target's greedy continuations of held-out prompts (what acceptance depends on) | "
            f"{m['heldout']['target_text_nats_per_token']:.4f} | n/a |",
-           f"| previous shipped weights, the same continuations | "
+           f"| {prev}, the same continuations | "
            f"{m['previous_heldout']['target_text_nats_per_token']:.4f} | n/a |"]
           if "target_text_nats_per_token" in m["heldout"] else []),
         "",

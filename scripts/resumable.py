@@ -6,6 +6,11 @@
     python scripts/train_pair.py distill --work ~/.cache/hsd-train --target assets/tiny-code/target --minutes 30
     python scripts/train_pair.py resume --role drafter --work ~/.cache/hsd-train \
         --distill-from assets/tiny-code/target --distill-mix 0.4 --minutes 60
+    python scripts/train_pair.py resume --role drafter-shared --work ~/.cache/hsd-train \
+        --distill-from assets/tiny-code/target --distill-mix 0.4 --minutes 75
+
+``drafter-shared`` has no shipped weights to start from: its first resume initialises the drafter's
+shape with the target's tokenizer (``FRESH``), and its first export writes ``assets/tiny-code/drafter-shared``.
 
 State lives in ``WORK`` (outside the repository):
 
@@ -50,7 +55,22 @@ HYPER = {  # per role: batch x seq windows and peak learning rate (train_pair.py
     "target": dict(batch=16, seq=256, lr=2e-3),
     "drafter": dict(batch=32, seq=256, lr=3e-3),
     "drafter-bytes": dict(batch=16, seq=512, lr=3e-3),
+    "drafter-shared": dict(batch=32, seq=256, lr=3e-3),
 }
+# Roles with no shipped weights to start from: a fresh model of another role's shape, with another
+# role's tokenizer (both read from the init folder's siblings, e.g. assets/tiny-code/drafter and
+# assets/tiny-code/target). ``drafter-shared`` is the drafter's shape with the *target's* tokenizer:
+# a same-vocabulary drafter, so that classic speculative decoding runs on the embedded target.
+FRESH = {
+    "drafter-shared": dict(shape="drafter", tokenizer="target"),
+}
+
+
+def bos_first(role: str) -> bool:
+    """Whether ``role``'s packed files start with its tokenizer's ``<s>``: the drafters with their own
+    SentencePiece-style or byte tokenizer add it to every prompt; the target's tokenizer adds nothing,
+    so neither the target nor a drafter that shares its tokenizer sees one."""
+    return role not in ("target", "drafter-shared")
 
 
 def log(msg: str) -> None:
@@ -172,7 +192,7 @@ def save_checkpoint(path: Path, state: dict) -> None:
 def shipped_totals(init_dir: Path, role: str) -> dict:
     """Steps, tokens and seconds of the run that produced the shipped weights (its train_log.json)."""
     logf = init_dir.parent / "train_log.json"
-    if not logf.is_file():
+    if not logf.is_file() or (role in FRESH and not (init_dir / "config.json").is_file()):
         return dict(steps=0, tokens=0, seconds=0.0, sessions=[])
     run = json.loads(logf.read_text())
     if "totals" in run.get(role, {}):
@@ -333,7 +353,7 @@ def pack_distill(work: Path, role: str, tok, source: Path, split: str) -> tuple[
         import build_corpus
 
         docs = [dict(text=r["prompt"] + r["continuation"]) for r in build_corpus.read_jsonl(src)]
-        meta = dict(key=key, **pack(tok, docs, path, drafter=role != "target"), samples=len(docs))
+        meta = dict(key=key, **pack(tok, docs, path, drafter=bos_first(role)), samples=len(docs))
         meta_path.write_text(json.dumps(meta, indent=1) + "\n")
         log(f"packed {meta['samples']:,} distillation texts for {role}: {meta['tokens']:,} tokens")
     return load_stream(path), meta
@@ -360,7 +380,7 @@ def prepare_data(work: Path, role: str, tok) -> dict:
         meta = dict(key=key)
         for split in ("train", "heldout"):
             docs = build_corpus.read_jsonl(corpus / f"{split}.jsonl")
-            meta[split] = pack(tok, docs, work / "packed" / f"{role}-{split}.u16", drafter=role != "target")
+            meta[split] = pack(tok, docs, work / "packed" / f"{role}-{split}.u16", drafter=bos_first(role))
             del docs
         meta_path.write_text(json.dumps(meta, indent=1) + "\n")
         log(f"packed {role}: {meta['train']['tokens']:,} train tokens, {meta['heldout']['tokens']:,} held-out "
@@ -369,9 +389,28 @@ def prepare_data(work: Path, role: str, tok) -> dict:
     return meta
 
 
-def load_init(init_dir: Path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_init(init_dir: Path, role: str | None = None, seed: int = 1234):
+    """The model and tokenizer in ``init_dir``; for a ``FRESH`` role whose folder holds no model yet,
+    a newly initialised model (seeded) of the ``shape`` role's configuration with the ``tokenizer``
+    role's tokenizer, both read from ``init_dir``'s sibling folders."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    init_dir = Path(init_dir)
+    if role in FRESH and not (init_dir / "config.json").is_file():
+        spec = FRESH[role]
+        shape_dir, tok_dir = init_dir.parent / spec["shape"], init_dir.parent / spec["tokenizer"]
+        for d in (shape_dir, tok_dir):
+            if not (d / "config.json").is_file():
+                raise SystemExit(f"{role} starts from the shape of {shape_dir} and the tokenizer of {tok_dir}, "
+                                 f"but {d} holds no model")
+        tok = AutoTokenizer.from_pretrained(tok_dir)
+        cfg = AutoConfig.from_pretrained(shape_dir)
+        cfg.vocab_size = len(tok)
+        cfg.bos_token_id, cfg.eos_token_id, cfg.pad_token_id = tok.bos_token_id, tok.eos_token_id, tok.pad_token_id
+        cfg.dtype = "float32"
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+        return model, tok
     tok = AutoTokenizer.from_pretrained(init_dir)
     model = AutoModelForCausalLM.from_pretrained(init_dir, dtype=torch.float32)
     return model, tok
@@ -407,7 +446,7 @@ def resume(args) -> int:
     ckpt_path = work / "ckpt" / f"{role}.pt"
     hp = dict(HYPER[role])
     torch.set_num_threads(args.threads)
-    model, tok = load_init(init_dir)
+    model, tok = load_init(init_dir, role, args.seed)
     data = prepare_data(work, role, tok)
     if ckpt_path.is_file():
         state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
@@ -417,7 +456,11 @@ def resume(args) -> int:
         state = dict(totals=shipped_totals(init_dir, role), segment=None, segments=[], evals=[],
                      data=None, optimizer=None, hyper=hp, init=str(init_dir))
         state["totals"]["sessions"] = list(state["totals"].get("sessions", []))
-        log(f"first resume of {role}: starting from the weights in {init_dir}")
+        if role in FRESH and not (init_dir / "config.json").is_file():
+            state["seed"] = args.seed  # export rebuilds these initial weights to compare with
+            state["init"] = (f"fresh (seed {args.seed}): the shape of {init_dir.parent / FRESH[role]['shape']}, "
+                             f"the tokenizer of {init_dir.parent / FRESH[role]['tokenizer']}")
+        log(f"first resume of {role}: starting from {state['init']}")
     hp = state.get("hyper", hp)
     if args.status:
         print(json.dumps({k: v for k, v in state.items() if k not in ("model", "optimizer")}, indent=1, default=str))
@@ -586,11 +629,13 @@ def export(args) -> int:
         raise SystemExit(f"no checkpoint at {ckpt_path}: run `train_pair.py resume --role {role}` first")
     torch.set_num_threads(args.threads)
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-    shipped, tok = load_init(out_dir)
+    # a FRESH role exported for the first time is compared with the fresh weights it started from
+    first_export = role in FRESH and not (out_dir / "config.json").is_file()
+    shipped, tok = load_init(out_dir, role, state.get("seed", 1234))
     data = prepare_data(work, role, tok)
     held = load_stream(work / "packed" / f"{role}-heldout.u16")
     seq, chars = state["hyper"]["seq"], data["heldout"]["chars"]
-    model, _ = load_init(out_dir)
+    model, _ = load_init(out_dir, role)
     model.load_state_dict(state["model"])
     round_to_fp16_(model)
     new = cached_heldout(work, role, model, held, chars, seq)
@@ -622,7 +667,8 @@ def export(args) -> int:
     samples = sample_completions(model.eval(), tok, args.sample_tokens)
     record = dict(role=role, totals=state["totals"], segments=state["segments"], hyper=state["hyper"],
                   heldout=new, heldout_stdlib=stdlib_eval, heldout_stdlib_files=stdlib["files"],
-                  previous_heldout=old, manifest=data["manifest"], samples=samples,
+                  previous_heldout=old, previous_label="the untrained initial weights" if first_export else None,
+                  manifest=data["manifest"], samples=samples,
                   params=sum(p.numel() for p in model.parameters()), exported=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     write_resumed_card(card_path, model.config, tok, record, previous_card)
     logf = Path(args.out) / "train_log.json"
@@ -645,7 +691,7 @@ def build_stdlib_heldout(work: Path, tok, role: str) -> dict:
     docs = [d for d in build_corpus.read_jsonl(work / "corpus" / "heldout.jsonl") if d["source"] == "stdlib"]
     ids = []
     for enc in tok.backend_tokenizer.encode_batch([d["text"] for d in docs], add_special_tokens=False):
-        ids += ([tok.bos_token_id] if role != "target" else []) + enc.ids + [tok.eos_token_id]
+        ids += ([tok.bos_token_id] if bos_first(role) else []) + enc.ids + [tok.eos_token_id]
     return dict(stream=torch.tensor(ids, dtype=torch.long), chars=sum(len(d["text"]) for d in docs),
                 files=[d["path"] for d in docs])
 

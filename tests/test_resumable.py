@@ -253,3 +253,34 @@ def test_a_drafter_is_exported_on_its_loss_on_the_targets_held_out_text(distill_
     card = (drafter / "README.md").read_text()
     assert "the target's greedy continuations of held-out prompts" in card
     assert "50% of each batch from 3 continuations" in card
+
+
+def test_the_shared_vocabulary_drafter_starts_fresh_with_the_targets_tokenizer_and_exports(distill_work):
+    """``drafter-shared``: no shipped weights; the drafter's shape, the target's tokenizer, distilled."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    work_dir, target, drafter = distill_work
+    shared = target.parent / "drafter-shared"
+    assert _distill(work_dir, target, "--samples", "3") == 0
+    assert _resume(work_dir, shared, "--role", "drafter-shared", "--distill-from", str(target),
+                   "--distill-mix", "0.4", "--steps", "2") == 0
+    state = torch.load(work_dir / "ckpt" / "drafter-shared.pt", map_location="cpu", weights_only=False)
+    assert state["totals"]["steps"] == 2 and state["totals"]["sessions"][0]["what"] == "resume segment"
+    assert state["init"].startswith("fresh") and state["hyper"]["batch"] == 32
+    t_tok = AutoTokenizer.from_pretrained(target)
+    assert state["model"]["model.embed_tokens.weight"].shape[0] == len(t_tok)
+    d_cfg = AutoModelForCausalLM.from_pretrained(drafter).config
+    assert state["model"]["model.embed_tokens.weight"].shape[1] == d_cfg.hidden_size
+    # packed like the target (no <s> in front): the same ids the target's tokenizer gives a prompt
+    packed = resumable.load_stream(work_dir / "packed" / "drafter-shared-train.u16")
+    first = build_corpus.read_jsonl(work_dir / "corpus" / "train.jsonl")[0]["text"]
+    assert packed[:5].tolist() == t_tok(first)["input_ids"][:5]
+    assert not (work_dir / "ckpt" / "target.pt").exists()
+    code = resumable.main(["export", "--role", "drafter-shared", "--work", str(work_dir), "--out",
+                           str(target.parent), "--distill-from", str(target), "--sample-tokens", "4", "--threads", "1"])
+    assert code == 0  # better than the untrained initial weights: written without --force
+    model = AutoModelForCausalLM.from_pretrained(shared)
+    tok = AutoTokenizer.from_pretrained(shared)
+    assert tok.get_vocab() == t_tok.get_vocab() and model.config.vocab_size == len(t_tok)
+    card = (shared / "README.md").read_text()
+    assert "the target's own byte-level BPE tokenizer" in card and "the untrained initial weights" in card

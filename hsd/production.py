@@ -1,0 +1,482 @@
+"""Take the choice to production (``python -m hsd production``): the vLLM and Transformers configuration of a
+(target, drafter, algorithm, settings) chosen with hsd, and where each engine differs from what hsd measured.
+
+:func:`production_config` is a pure function of the names, the algorithm, the sampling settings and a few
+facts about the pair (:class:`PairFacts`: shared vocabulary or not, both ``config.vocab_size``, and the two
+intersections: hsd's by bytes, and the engines' by token strings). It returns, per engine, a Python snippet,
+the configuration as JSON (vLLM's ``speculative_config`` and ``SamplingParams``; Transformers' ``generate``
+arguments and the drafter's generation-config fields), a ``vllm serve`` line, what the engine actually runs,
+how that compares with hsd's algorithm (``match``), and plain notes.
+
+What was checked, and where (each parameter name below was read in the engine's own docs or source):
+
+vLLM (main branch as stored in December 2026):
+
+* ``speculative_config`` keys ``method="draft_model"``, ``model``, ``num_speculative_tokens``,
+  ``use_heterogeneous_vocab``, ``draft_sample_method`` (``"greedy"`` default, or ``"probabilistic"``):
+  https://github.com/vllm-project/vllm/blob/main/vllm/config/speculative.py and
+  https://github.com/vllm-project/vllm/blob/main/docs/features/speculative_decoding/configuration.md
+  (rendered: https://docs.vllm.ai/en/latest/features/speculative_decoding/configuration/).
+* Heterogeneous vocabularies: https://github.com/vllm-project/vllm/blob/main/docs/features/speculative_decoding/draft_model.md
+  (rendered: https://docs.vllm.ai/en/latest/features/speculative_decoding/draft_model/), section "Draft Model
+  Method with heterogeneous vocabs": ``use_heterogeneous_vocab: true`` enables TLI and "currently requires
+  ``draft_sample_method='greedy'`` (the default). Probabilistic draft sampling is not yet supported". **The
+  claim "vLLM's heterogeneous-vocabulary drafting is greedy-draft TLI only" holds**, and the source says why:
+  in https://github.com/vllm-project/vllm/blob/main/vllm/v1/spec_decode/llm_base_proposer.py,
+  ``_greedy_sample`` masks the drafter's logits to the intersection and takes the argmax, and
+  ``_sample_draft_tokens`` asserts that no draft probabilities exist with ``use_heterogeneous_vocab`` ("Config
+  validation ensures draft_sample_method == 'greedy' when use_heterogeneous_vocab is True"); the
+  ``draft_sample_method`` docstring says greedy drafts are treated as one-hot in rejection sampling. So at
+  T > 0 vLLM is still lossless (a one-hot proposal accepted with probability p(x), the residual sampled
+  otherwise) but accepts less than hsd's TLI, which samples its drafts from q'. VLLM PR #38174
+  (https://github.com/vllm-project/vllm/pull/38174) added it.
+* The intersection: https://github.com/vllm-project/vllm/blob/main/vllm/v1/spec_decode/vocab_mapping.py
+  matches ``get_vocab()`` token *strings* after replacing a leading space marker (found by encoding ``" a"``),
+  not bytes: byte-fallback tokens (``<0x0A>``) and byte-level forms (``Ċ``) never match each other, so its
+  intersection can be smaller than hsd's (by bytes). It also feeds the drafter the target's ids mapped one by
+  one (a target token outside the intersection becomes the drafter's unk token), where hsd re-tokenizes the
+  text for the drafter.
+* No SLEM and no SLRS: the ``method`` values in ``vllm/config/speculative.py`` have neither (a SLEM proposer
+  is proposed upstream, PR #45018, per ``docs/research/peers-and-ui.md``).
+* ``SamplingParams(temperature, top_p, top_k, seed, max_tokens)``:
+  https://docs.vllm.ai/en/latest/api/vllm/sampling_params.html. ``top_k`` is left out when hsd's is 0 (off),
+  since older vLLM versions rejected ``top_k=0`` (vLLM issue #17553) and its default is off.
+
+Transformers 5.24.0 (the version installed here; read in its source):
+
+* ``generate(assistant_model=..., tokenizer=..., assistant_tokenizer=...)`` and, on the drafter's
+  ``generation_config``, ``num_assistant_tokens``, ``num_assistant_tokens_schedule``,
+  ``assistant_confidence_threshold``: https://huggingface.co/docs/transformers/main/en/assisted_decoding
+  ("Universal assisted decoding"), https://huggingface.co/docs/transformers/main/en/main_classes/text_generation,
+  and ``transformers/generation/utils.py`` (``_get_candidate_generator``: with both tokenizers given,
+  ``do_sample=True`` runs ``UniversalSpeculativeDecodingGenerator`` (TLI), ``do_sample=False``
+  ``AssistedCandidateGeneratorDifferentTokenizers`` (SLEM); equal ``config.vocab_size`` plus an
+  ``assistant_tokenizer`` raises ``ValueError``).
+* ``GenerationConfig``'s default ``top_k`` is 50, so hsd's ``top_k=0`` (off) is passed explicitly.
+* Its TLI sampling is lossy in 5.24 (first-token TV 0.371 against a noise floor of 0.089, measured by this
+  project: ``docs/research/transformers.md`` §9), and it prunes the drafter's LM head in place.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .algorithms import ALGORITHMS
+from .errors import HsdError, IncompatiblePairError, InvalidSettingError
+
+SOURCES = {
+    "vllm": [
+        "https://docs.vllm.ai/en/latest/features/speculative_decoding/draft_model/",
+        "https://docs.vllm.ai/en/latest/features/speculative_decoding/configuration/",
+        "https://github.com/vllm-project/vllm/blob/main/vllm/config/speculative.py",
+        "https://github.com/vllm-project/vllm/blob/main/vllm/v1/spec_decode/llm_base_proposer.py",
+        "https://github.com/vllm-project/vllm/blob/main/vllm/v1/spec_decode/vocab_mapping.py",
+        "https://github.com/vllm-project/vllm/pull/38174",
+    ],
+    "transformers": [
+        "https://huggingface.co/docs/transformers/main/en/assisted_decoding",
+        "https://huggingface.co/docs/transformers/main/en/main_classes/text_generation",
+        "https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/generation/utils.py",
+        "https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/generation/candidate_generator.py",
+    ],
+}
+
+#: how an engine's configuration compares with hsd's algorithm
+MATCHES = {
+    "same": "the same algorithm: same output distribution, and acceptance comparable with hsd's",
+    "same distribution, less acceptance": "lossless like hsd, but a different proposal: expect lower acceptance "
+                                          "than hsd measured",
+    "same output, other algorithm": "the same (greedy) output, by another lossless algorithm: acceptance differs",
+    "lossy": "the engine's implementation does not preserve the target's distribution",
+    "none": "the engine has no equivalent; the configuration shown is the nearest it offers",
+}
+
+
+@dataclass
+class PairFacts:
+    """What the configuration depends on: ``None`` where it was not checked."""
+
+    shared_vocabulary: bool | None = None
+    target_vocab_size: int | None = None  # config.vocab_size (what Transformers compares)
+    drafter_vocab_size: int | None = None
+    byte_intersection: int | None = None  # hsd's: tokens with the same bytes
+    string_intersection: int | None = None  # vLLM's: same token string after the space-marker swap
+
+
+@dataclass
+class EngineConfig:
+    engine: str
+    runs: str
+    match: str
+    python: str
+    config: dict
+    cli: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Production:
+    target: str
+    drafter: str | None
+    algorithm: str
+    settings: dict
+    facts: PairFacts
+    vllm: EngineConfig
+    transformers: EngineConfig
+    sources: dict = field(default_factory=lambda: SOURCES)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------------- facts
+
+def _space_marker(tokenizer) -> tuple[str, ...]:
+    """The leading-space marker of a tokenizer's token strings (``Ġ``, ``▁``, ...), found the way vLLM's
+    vocabulary mapping finds it: the first token of ``" a"``, minus its ``a``."""
+    try:
+        ids = tokenizer.encode(" a", add_special_tokens=False)
+        s = tokenizer.convert_ids_to_tokens(ids[0]) if ids else None
+        if isinstance(s, str) and len(s) > 1 and s.endswith("a") and s[0] not in " \t":
+            return (s[:-1],)
+    except Exception:  # noqa: BLE001 - an odd tokenizer: fall back to both common markers
+        pass
+    return ("\u0120", "\u2581")
+
+
+def string_intersection(target_tokenizer, drafter_tokenizer) -> int:
+    """How many token strings the two vocabularies share once a leading space marker is read as a space:
+    the intersection vLLM's ``use_heterogeneous_vocab`` (and Transformers' TLI translator) draft from."""
+    def normalised(tok) -> set[str]:
+        markers = _space_marker(tok)
+        out = set()
+        for s in tok.get_vocab():
+            for m in markers:
+                if s.startswith(m):
+                    s = " " + s[len(m):]
+                    break
+            out.add(s)
+        return out
+
+    return len(normalised(target_tokenizer) & normalised(drafter_tokenizer))
+
+
+def facts_of_pair(pair) -> PairFacts:
+    """:class:`PairFacts` of a loaded :class:`hsd.Pair` (the app's)."""
+    if pair.drafter is None:
+        return PairFacts()
+    pv = pair.vocab
+    size = lambda m: getattr(getattr(m.model, "config", None), "vocab_size", None)  # noqa: E731
+    return PairFacts(pv.shared, size(pair.target), size(pair.drafter), pv.intersection_size,
+                     string_intersection(pair.target.tokenizer, pair.drafter.tokenizer))
+
+
+def inspect_pair(target: str, drafter: str | None, *, trust_remote_code: bool = False,
+                 target_revision: str | None = None, drafter_revision: str | None = None) -> PairFacts:
+    """:class:`PairFacts` from the two tokenizers and configs alone (no weights are loaded)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from .loading import _load_error, embedded_path
+    from .vocab import PairVocab, Vocab
+
+    def load(name, revision):
+        path = str(embedded_path(name) or name)
+        try:
+            tok = AutoTokenizer.from_pretrained(path, revision=revision, trust_remote_code=trust_remote_code)
+        except Exception as exc:  # noqa: BLE001 - classified like the loader's own failures
+            raise _load_error(name, exc, "tokenizer", revision) from None
+        try:
+            cfg = AutoConfig.from_pretrained(path, revision=revision, trust_remote_code=trust_remote_code)
+        except Exception as exc:  # noqa: BLE001
+            raise _load_error(name, exc, "model", revision) from None
+        text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+        return tok, getattr(text, "vocab_size", None)
+
+    t_tok, t_size = load(target, target_revision)
+    if drafter is None:
+        return PairFacts(target_vocab_size=t_size)
+    d_tok, d_size = load(drafter, drafter_revision)
+    pv = PairVocab.build(Vocab.from_tokenizer(t_tok), Vocab.from_tokenizer(d_tok))
+    return PairFacts(pv.shared, t_size, d_size, pv.intersection_size, string_intersection(t_tok, d_tok))
+
+
+# --------------------------------------------------------------------------------------------- snippets
+
+def _check(algorithm: str, drafter: str | None, temperature, top_k, top_p, lookahead, max_new_tokens) -> None:
+    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int
+    from .sampling import Sampling
+
+    if algorithm not in ALGORITHMS:
+        raise InvalidSettingError(f"Unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}.")
+    if ALGORITHMS[algorithm].needs_drafter and not drafter:
+        raise InvalidSettingError(f"algorithm={algorithm!r} needs a drafter: give drafter='<hub id or directory>'.")
+    Sampling(temperature, top_k, top_p)
+    _check_int("lookahead", lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
+    _check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
+
+
+def _sampling_vllm(s: dict) -> dict:
+    out = {"temperature": s["temperature"], "max_tokens": s["max_new_tokens"], "seed": s["seed"]}
+    if s["temperature"] > 0:
+        if s["top_p"] < 1.0:
+            out["top_p"] = s["top_p"]
+        if s["top_k"] > 0:
+            out["top_k"] = s["top_k"]
+    return out
+
+
+def _sampling_hf(s: dict) -> dict:
+    if s["temperature"] == 0:
+        return {"do_sample": False, "max_new_tokens": s["max_new_tokens"]}
+    # GenerationConfig's default top_k is 50: hsd's 0 (off) has to be said
+    return {"do_sample": True, "temperature": s["temperature"], "top_k": s["top_k"], "top_p": s["top_p"],
+            "max_new_tokens": s["max_new_tokens"]}
+
+
+def _kw(d: dict, indent: str) -> str:
+    return "".join(f"{indent}{k}={v!r},\n" for k, v in d.items())
+
+
+def _vllm(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFacts) -> EngineConfig:
+    k, t = s["lookahead"], s["temperature"]
+    sampling = _sampling_vllm(s)
+    notes = []
+    spec: dict | None = None
+    if algorithm == "ar":
+        runs, match = "plain autoregressive decoding (no speculative_config)", "same"
+    elif f.shared_vocabulary:
+        spec = {"method": "draft_model", "model": drafter, "num_speculative_tokens": k}
+        if t > 0:
+            spec["draft_sample_method"] = "probabilistic"
+            notes.append("draft_sample_method='probabilistic' samples the drafts from the drafter's distribution "
+                         "and tests p/q, as hsd's SD does; vLLM's default 'greedy' is lossless too but accepts less "
+                         "at T > 0.")
+        runs = "classic speculative decoding with a draft model (shared vocabulary)"
+        match = "same"
+        if algorithm != "sd":
+            notes.append(f"The vocabularies are shared, so {algorithm.upper()} reduces to SD: vLLM's plain draft "
+                         "model is its equivalent.")
+    else:
+        spec = {"method": "draft_model", "model": drafter, "num_speculative_tokens": k,
+                "use_heterogeneous_vocab": True}
+        runs = "TLI with greedy drafting (use_heterogeneous_vocab: drafts are the argmax over the shared tokens)"
+        if algorithm == "tli":
+            match = "same" if t == 0 else "same distribution, less acceptance"
+            if t > 0:
+                notes.append("vLLM drafts greedily even when sampling (probabilistic draft sampling is not supported "
+                             "with use_heterogeneous_vocab): each draft is accepted with probability p(x) instead of "
+                             "min(1, p/q'), so expect a lower acceptance_rate than hsd's TLI measured.")
+        else:
+            match = "none"
+            what = {"slem": "SLEM (string-level exact match)", "slrs": "SLRS (string-level rejection sampling)",
+                    "sd": "SD", "ar": "AR"}[algorithm]
+            notes.append(f"vLLM has no {what}: its speculative methods for a drafter with another vocabulary are "
+                         "only TLI with greedy drafts, shown here. Compare with hsd's tli on this pair before "
+                         "choosing it.")
+        if f.shared_vocabulary is None:
+            notes.append("The vocabularies were not inspected: if they are the same, drop use_heterogeneous_vocab.")
+        if f.string_intersection is not None:
+            notes.append(f"vLLM intersects token strings (a leading space marker read as a space): "
+                         f"{f.string_intersection:,} shared here, against {f.byte_intersection:,} byte strings in "
+                         "hsd's TLI. Byte-fallback and byte-level forms of the same byte never match in vLLM.")
+        notes.append("vLLM feeds the drafter the target's ids mapped one by one (a target token outside the "
+                     "intersection becomes the drafter's unk token); hsd re-tokenizes the text for the drafter.")
+    if t > 0:
+        notes.append("vLLM seeds per request (SamplingParams.seed): the same seed does not give hsd's sample.")
+    llm_kw = {"model": target}
+    if spec is not None:
+        llm_kw["speculative_config"] = spec
+    python = ("from vllm import LLM, SamplingParams\n\n"
+              f"llm = LLM(\n{_kw(llm_kw, '    ')})\n"
+              f"params = SamplingParams(\n{_kw(sampling, '    ')})\n"
+              "outputs = llm.generate([prompt], params)\n"
+              "print(outputs[0].outputs[0].text)\n")
+    cli = f"vllm serve {target}" + (f" --speculative-config '{json.dumps(spec)}'" if spec else "")
+    return EngineConfig("vLLM", runs, match, python, {"speculative_config": spec, "sampling_params": sampling},
+                        cli, notes)
+
+
+def _transformers(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFacts) -> EngineConfig:
+    k, t = s["lookahead"], s["temperature"]
+    gen = _sampling_hf(s)
+    notes = []
+    assistant_cfg: dict = {}
+    tokenizers = False
+    if algorithm == "ar":
+        runs, match = "plain generate()", "same"
+    else:
+        assistant_cfg = {"num_assistant_tokens": k, "num_assistant_tokens_schedule": "constant",
+                         "assistant_confidence_threshold": 0.0}
+        notes.append("Draft length lives on the drafter's generation_config (num_assistant_tokens; passed to "
+                     "generate() it has no effect); 'constant' and a confidence threshold of 0 draft exactly "
+                     f"{k} tokens per round as hsd did (the defaults, 20 and 0.4, cut drafts short).")
+        if f.shared_vocabulary:
+            runs = "assisted generation with a same-vocabulary assistant (speculative sampling when do_sample)"
+            match = "same"
+            if algorithm != "sd":
+                notes.append(f"The vocabularies are shared, so {algorithm.upper()} reduces to SD: pass no tokenizers.")
+        else:
+            tokenizers = True
+            equal = f.target_vocab_size is not None and f.target_vocab_size == f.drafter_vocab_size
+            if t == 0:
+                runs = "Universal Assisted Generation (SLEM: drafts decoded to text and re-encoded)"
+                match = {"slem": "same", "tli": "same output, other algorithm"}.get(algorithm, "none")
+            else:
+                runs = "Universal Speculative Decoding (TLI, drafter sampled over the shared tokens)"
+                match = "lossy" if algorithm == "tli" else "none"
+                notes.append("Transformers 5.24's TLI sampling is lossy with fast tokenizers (its pruned LM head's rows "
+                             "are scattered in the wrong order: first-token TV 0.371 against a noise floor of 0.089, "
+                             "measured by this project, docs/research/transformers.md §9). Use it greedily, or "
+                             "another engine, where the distribution matters.")
+                notes.append("It also prunes the drafter's LM head in place: load a fresh drafter for other uses.")
+            if algorithm == "slem" and t > 0:
+                notes.append("Transformers runs SLEM only when greedy: with do_sample=True it switches to its TLI.")
+            if algorithm == "tli" and t == 0:
+                notes.append("Greedy TLI is not offered: do_sample=False runs SLEM, which gives the same greedy "
+                             "output (both are lossless).")
+            if algorithm == "slrs":
+                notes.append("Transformers has no SLRS; the configuration shown is what it runs for these settings.")
+            if equal:
+                match = "none"
+                notes.insert(0, f"Both configs have vocab_size {f.target_vocab_size}: Transformers then refuses "
+                                "assistant_tokenizer (it treats equal sizes as one vocabulary), so it cannot run this "
+                                "pair with different tokenizers at all.")
+    if t > 0:
+        notes.append("Seed with torch.manual_seed(seed) before generate(): the draws differ from hsd's.")
+    lines = ["import torch", "from transformers import AutoModelForCausalLM, AutoTokenizer", "",
+             f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
+             f"model = AutoModelForCausalLM.from_pretrained({target!r})"]
+    call = dict(gen)
+    if algorithm != "ar":
+        lines += [f"assistant_model = AutoModelForCausalLM.from_pretrained({drafter!r})"]
+        lines += [f"assistant_model.generation_config.{key} = {v!r}" for key, v in assistant_cfg.items()]
+        if tokenizers:
+            lines += [f"assistant_tokenizer = AutoTokenizer.from_pretrained({drafter!r})"]
+    lines += ["", "inputs = tokenizer(prompt, return_tensors='pt')  # batch size 1"]
+    if t > 0:
+        lines.append(f"torch.manual_seed({s['seed']})")
+    extra = ""
+    if algorithm != "ar":
+        extra = "    assistant_model=assistant_model,\n"
+        if tokenizers:
+            extra += "    tokenizer=tokenizer,\n    assistant_tokenizer=assistant_tokenizer,\n"
+    lines.append(f"out = model.generate(\n    **inputs,\n{extra}{_kw(call, '    ')})")
+    lines.append("print(tokenizer.decode(out[0, inputs['input_ids'].shape[1]:]))")
+    config = {"generate_kwargs": {**({"assistant_model": drafter} if algorithm != "ar" else {}),
+                                  **({"tokenizer": target, "assistant_tokenizer": drafter} if tokenizers else {}),
+                                  **call},
+              "assistant_generation_config": assistant_cfg}
+    return EngineConfig("Transformers 5.24", runs, match, "\n".join(lines) + "\n", config, None, notes)
+
+
+def production_config(target: str, drafter: str | None, algorithm: str, *, temperature: float = 0.0, top_k: int = 0,
+                      top_p: float = 1.0, lookahead: int = 5, max_new_tokens: int = 128, seed: int = 0,
+                      facts: PairFacts | None = None) -> Production:
+    """The vLLM and Transformers configuration of hsd's ``algorithm`` at these settings (a pure function).
+
+    ``facts`` (:func:`inspect_pair` or :func:`facts_of_pair`) decide between the shared- and the
+    heterogeneous-vocabulary configurations; without them the heterogeneous one is given (or the shared one
+    for ``sd``), with a note. ``sd`` on a pair whose vocabularies differ raises
+    :class:`~hsd.errors.IncompatiblePairError`."""
+    _check(algorithm, drafter, temperature, top_k, top_p, lookahead, max_new_tokens)
+    f = facts or PairFacts()
+    if algorithm == "sd":
+        if f.shared_vocabulary is False:
+            raise IncompatiblePairError("sd needs a drafter with the target's vocabulary, and these differ: choose "
+                                        "slem or tli (what the engines offer for different vocabularies).")
+        f = PairFacts(**{**asdict(f), "shared_vocabulary": True})
+    s = dict(temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead, max_new_tokens=max_new_tokens,
+             seed=seed)
+    out = Production(target, drafter, algorithm, s, f, _vllm(target, drafter, algorithm, s, f),
+                     _transformers(target, drafter, algorithm, s, f))
+    if any(str(name).startswith("assets/") for name in (target, drafter) if name):
+        for e in (out.vllm, out.transformers):
+            e.notes.append("assets/... are hsd's embedded models: run from hsd's repository root (or give the "
+                           "folders' absolute paths), or use your own Hub ids.")
+    return out
+
+
+def production_for_pair(pair, algorithm: str, **settings) -> Production:
+    """:func:`production_config` for a loaded :class:`hsd.Pair` (names as loaded, facts from its vocabularies)."""
+    return production_config(pair.target.name, pair.drafter.name if pair.drafter else None, algorithm,
+                             facts=facts_of_pair(pair), **settings)
+
+
+def format_production(p: Production, markdown: bool = False) -> str:
+    """Both engines' configurations as text (or Markdown, for the app), with what each runs and its notes."""
+    f = p.facts
+    s = p.settings
+    head = (f"hsd: {p.algorithm} on {p.target} <- {p.drafter}, temperature {s['temperature']:g}, top_k {s['top_k']}, "
+            f"top_p {s['top_p']:g}, lookahead {s['lookahead']}, {s['max_new_tokens']} new tokens, seed {s['seed']}")
+    if f.shared_vocabulary is not None:
+        head += ("\nvocabulary: " + ("shared" if f.shared_vocabulary else "heterogeneous")
+                 + (f"; config vocab_size {f.target_vocab_size} / {f.drafter_vocab_size}" if f.target_vocab_size else "")
+                 + (f"; shared: {f.byte_intersection:,} byte strings (hsd), {f.string_intersection:,} token strings "
+                    "(vLLM, Transformers)" if f.byte_intersection is not None else ""))
+    out = [f"## {head}" if markdown else head]
+    for e in (p.vllm, p.transformers):
+        title = f"{e.engine}: {e.runs}"
+        verdict = f"match: {e.match} ({MATCHES[e.match]})"
+        code = e.python + (f"\n# server:\n# {e.cli}\n" if e.cli else "")
+        if markdown:
+            out += [f"### {title}", f"**{verdict}**", "", "```python", code.rstrip(), "```", ""]
+            out += [f"- {n}" for n in e.notes]
+        else:
+            out += ["", f"=== {title}", verdict, "", code.rstrip(), ""]
+            out += [f"note: {n}" for n in e.notes]
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------------- CLI
+
+def add_production_parser(sub) -> None:
+    """``production``: print the vLLM and Transformers configuration of a choice (from :func:`hsd.cli.build_parser`)."""
+    p = sub.add_parser("production", help="the vLLM and Transformers configuration that reproduces a pair, "
+                                          "algorithm and settings, with where each engine differs from hsd")
+    p.add_argument("--target", help="target: preset, Hub id or local directory (default: the embedded tiny-code target)")
+    p.add_argument("--drafter", help="drafter: preset, Hub id or local directory (default: the embedded drafter)")
+    p.add_argument("--algorithm", required=True, choices=list(ALGORITHMS))
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--lookahead", type=int, default=5)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--target-revision")
+    p.add_argument("--drafter-revision")
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--no-inspect", action="store_true", help="do not read the tokenizers (no download; the "
+                   "shared-vocabulary check is then left to you)")
+    p.add_argument("--markdown", action="store_true", help="print Markdown")
+    p.add_argument("--json", type=Path, help="write the configurations as JSON")
+    p.set_defaults(func=cmd_production)
+
+
+def cmd_production(args) -> int:
+    from .cli import check_output_file, write_output
+    from .drafters import resolve_drafter, resolve_target
+
+    check_output_file(args.json)
+    target = resolve_target(args.target)
+    drafter = resolve_drafter(args.drafter) if args.drafter else None
+    if drafter is None and ALGORITHMS[args.algorithm].needs_drafter:
+        if args.target:
+            raise HsdError(f"--algorithm {args.algorithm} needs a --drafter with --target.")
+        from .loading import DEFAULT_PRESET, EMBEDDED
+
+        drafter = EMBEDDED[DEFAULT_PRESET][1]
+    settings = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead,
+                    max_new_tokens=args.max_new_tokens, seed=args.seed)
+    _check(args.algorithm, drafter, args.temperature, args.top_k, args.top_p, args.lookahead,
+           args.max_new_tokens)  # before any tokenizer loads
+    facts = None if args.no_inspect else inspect_pair(
+        target, drafter if ALGORITHMS[args.algorithm].needs_drafter else None, trust_remote_code=args.trust_remote_code,
+        target_revision=args.target_revision, drafter_revision=args.drafter_revision)
+    p = production_config(target, drafter if ALGORITHMS[args.algorithm].needs_drafter else None, args.algorithm,
+                          facts=facts, **settings)
+    print(format_production(p, markdown=args.markdown))
+    if args.json:
+        return write_output(args.json, json.dumps(p.to_dict(), indent=1))
+    return 0
