@@ -62,6 +62,15 @@ class CompareOut(NamedTuple):
     csv: object = None
 
 
+class DraftersOut(NamedTuple):
+    """What :func:`drafters` updates; what a step does not name is cleared."""
+
+    status: object
+    figure: object = None
+    table: object = None
+    csv: object = None
+
+
 class CheckOut(NamedTuple):
     """What :func:`check_pair` and :func:`pair_changed` update."""
 
@@ -163,6 +172,22 @@ def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_n
         yield CompareOut(**values)
 
 
+@_gpu(600)
+def drafters(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead, max_new_tokens,
+             seed, device="auto", dtype="auto", progress=gr.Progress(track_tqdm=True)):
+    """Several drafters for one target, each against AR in the same run (:func:`hsd.lab.drafters_steps`)."""
+    for values in lab.drafters_steps(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p,
+                                     lookahead, max_new_tokens, seed, device, dtype):
+        yield DraftersOut(**values)
+
+
+def production(target, drafter, algorithm, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
+               device="auto", dtype="auto") -> str:
+    """The vLLM and Transformers configuration for this pair and settings (:func:`hsd.lab.production`)."""
+    return lab.production(target, drafter, algorithm, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
+                          device, dtype)
+
+
 def check_pair(target, drafter, device="auto", dtype="auto", algorithm=None):
     """What will be loaded, which algorithms apply and why, and the drafter-compatibility report."""
     return _check_out(lab.check(target, drafter, device, dtype, algorithm))
@@ -199,11 +224,11 @@ def advise_live(target, drafter, prompt, temperature, device="auto", dtype="auto
     yield from lab.advise_text(target, drafter, prompt, temperature, device, dtype)
 
 
-def stopped(status, advice):
+def stopped(status, advice, *others):
     """Stop: a run, comparison or advice in progress says it stopped; a finished one stays as it is. Runs after
     the cancel, a moment later, so an update the cancelled run had already sent cannot overwrite it."""
     time.sleep(STOP_SETTLE_S)
-    return tuple(gr.update() if text is None else text for text in lab.after_stop(status, advice))
+    return tuple(gr.update() if text is None else text for text in lab.after_stop(status, advice, *others))
 
 
 def preset_changed(label):
@@ -282,10 +307,29 @@ def build() -> gr.Blocks:
                         time_split = gr.Plot(label="time split")
                         table = gr.DataFrame(label="summary", interactive=False)
                         csv = gr.File(label="summary as CSV")
+                    with gr.Tab("Drafters"), gr.Column(elem_id="hsd-drafters"):
+                        gr.Markdown("Several drafters for the target above, on held-out code prompts, each measured "
+                                    "against AR in the same run, with `advise`'s prediction beside the measurement.")
+                        with gr.Row():
+                            drafter_names = gr.Textbox(lab.default_drafters(), lines=3, scale=3,
+                                                       label="drafters (one per line: Hub id or local directory)")
+                            with gr.Column(scale=1):
+                                drafters_algorithm = gr.Dropdown(["best", *(a for a in ALGOS if a != "ar")],
+                                                                 value="best", label="algorithm",
+                                                                 info="best: each drafter's fastest")
+                                num_prompts = gr.Number(2, label="prompts", precision=0, minimum=1, maximum=16)
+                        drafters_btn = gr.Button("Compare drafters")
+                        drafters_status = gr.Markdown(elem_id="hsd-drafters-status")
+                        drafters_plot = gr.Plot(label="drafters")
+                        drafters_table = gr.DataFrame(label="one row per drafter", interactive=False)
+                        drafters_csv = gr.File(label="every drafter and algorithm as CSV")
                     with gr.Tab("Compatibility"):
                         report = gr.Markdown("Press **Check pair**.")
-                        advise_btn = gr.Button("Advise: predict the best algorithm and lookahead", size="sm")
+                        with gr.Row():
+                            advise_btn = gr.Button("Advise: predict the best algorithm and lookahead", size="sm")
+                            production_btn = gr.Button("Production: vLLM and Transformers settings", size="sm")
                         advice = gr.Markdown(elem_id="hsd-advice")
+                        production_md = gr.Markdown(elem_id="hsd-production")
                     with gr.Tab("Algorithms"):
                         gr.Markdown(lab.about_algorithms())
                 examples = gr.Dataset(
@@ -323,8 +367,16 @@ def build() -> gr.Blocks:
         prompt.blur(token_room, room_in, max_new_tokens, api_visibility="private")
         advise_event = advise_btn.click(advise_live, [target, drafter, prompt, temperature, device, dtype], advice,
                                         api_name="advise", **gpu)
-        stop_btn.click(None, cancels=[run_event, compare_event, advise_event], api_visibility="private").then(
-            stopped, [status, advice], [status, advice], api_visibility="private", concurrency_limit=None)
+        drafters_event = drafters_btn.click(
+            drafters, [target, drafter_names, drafters_algorithm, num_prompts, temperature, top_k, top_p, lookahead,
+                       max_new_tokens, seed, device, dtype],
+            [drafters_status, drafters_plot, drafters_table, drafters_csv], api_name="drafters", **gpu)
+        production_btn.click(production, [target, drafter, algorithm, temperature, top_k, top_p, lookahead,
+                                          max_new_tokens, seed, device, dtype], production_md, api_name="production")
+        stop_btn.click(None, cancels=[run_event, compare_event, advise_event, drafters_event],
+                       api_visibility="private").then(
+            stopped, [status, advice, drafters_status], [status, advice, drafters_status], api_visibility="private",
+            concurrency_limit=None)
         round_idx.change(show_round, [state, round_idx], round_view, api_name="round", concurrency_limit=4)
         prev_btn.click(lambda s, i: step_round(s, i, -1), [state, round_idx], round_idx, api_name="prev_round")
         next_btn.click(lambda s, i: step_round(s, i, 1), [state, round_idx], round_idx, api_name="next_round")

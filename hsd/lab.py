@@ -238,11 +238,14 @@ def advise_text(target, drafter, prompt, temperature, device="auto", dtype="auto
         yield error_text(exc)
 
 
-def after_stop(status, advice) -> tuple[str | None, str | None]:
-    """Stop: a run, comparison or advice in progress says it stopped (the new text); a finished one stays as it
-    is (None)."""
-    return (STOPPED if str(status or "").startswith(BUSY) else None,
-            "⏹ Advise stopped." if str(advice or "").startswith(BUSY) else None)
+def after_stop(status, advice, *others) -> tuple[str | None, ...]:
+    """Stop: a run, comparison, advice or drafter comparison (``others``) in progress says it stopped (the new
+    text); a finished one stays as it is (None)."""
+    def busy(text) -> bool:
+        return str(text or "").startswith(BUSY)
+
+    return (STOPPED if busy(status) else None, "⏹ Advise stopped." if busy(advice) else None,
+            *("⏹ Stopped: no comparison." if busy(text) else None for text in others))
 
 
 def token_room(target, drafter, prompt, mode, device="auto", dtype="auto") -> str | None:
@@ -264,3 +267,57 @@ def about_algorithms() -> str:
     return ("\n\n".join(hsd.ALGORITHMS[a].about for a in ALGOS if hsd.ALGORITHMS[a].about)
             + "\n\nAll are lossless: at temperature 0 the output equals AR's token for token (the Compare tab checks "
               "it); when sampling, the output has exactly the target's distribution.")
+
+
+# ----------------------------------------------------------------------------- drafters and production
+
+def default_drafters() -> str:
+    """The drafters the Drafters tab offers first, one per line: every embedded drafter of the embedded target."""
+    from .loading import EMBEDDED
+
+    target = EMBEDDED["tiny-code"][0]
+    return "\n".join(dict.fromkeys(d for t, d in EMBEDDED.values() if t == target))
+
+
+def drafters_steps(target, drafters_text, algorithm, num_prompts, temperature, top_k, top_p, lookahead,
+                   max_new_tokens, seed, device="auto", dtype="auto") -> Iterator[dict]:
+    """Several drafters for one target (:func:`hsd.drafters.compare_drafters`) on the first ``num_prompts`` code
+    prompts: progress as the status, then the table, the figure and the CSV of every (drafter, algorithm)."""
+    from .bench import load_prompts
+    from .drafters import compare_drafters, drafters_figure, drafters_table, resolve_drafter
+
+    try:
+        n = forms.in_range("prompts", forms.number("prompts", num_prompts, int), 1, 16)
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x")
+        kw.pop("prompt", None), kw.pop("messages", None)
+        # each name as the app's loader takes it (a public app's allow-list applies: hsd/planning.py)
+        names = [planning.resolve_name(resolve_drafter(line.strip()))
+                 for line in str(drafters_text or "").splitlines() if line.strip()]
+        target = planning.resolve_name(target)
+        with planning.device_lock(str(hsd.loading.resolve_device(device))):
+            for item in compare_drafters(target, names, load_prompts("code", n), algorithm, device=device,
+                                         dtype=dtype, **kw):
+                if isinstance(item, str):
+                    yield {"status": item}
+        csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-drafters.csv"
+        drafters_table(item, all_rows=True).to_csv(csv, index=False)
+        yield {"status": f"✅ Compared {len(names)} drafter(s) for `{target}` in {item.seconds:.0f} s, each against AR "
+                         "in the same run (repeated interleaved). Filled bars: measured; hatched: advise's prediction.",
+               "table": drafters_table(item), "figure": drafters_figure(item), "csv": str(csv)}
+    except Exception as exc:
+        yield {"status": error_text(exc)}
+
+
+def production(target, drafter, algorithm, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
+               device="auto", dtype="auto") -> str:
+    """The vLLM and Transformers configuration that reproduces this pair and settings, with where each engine
+    differs from what hsd measures (:mod:`hsd.production`)."""
+    from .production import format_production, production_for_pair
+
+    try:
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x")
+        kw.pop("prompt", None), kw.pop("messages", None)
+        pair = planning.load_named_pair(target, drafter, device, dtype)
+        return format_production(production_for_pair(pair, algorithm, **kw), markdown=True)
+    except Exception as exc:
+        return error_text(exc)

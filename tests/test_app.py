@@ -209,3 +209,24 @@ def test_advise_reports_progress_and_only_calibrated_lookaheads(model_dirs):
     assert any("about" in s and " s at AR's pace" in s for s in steps[:-1])
     assert any(s.startswith("⏳ Advise") and "calibrating slrs" in s for s in steps)  # SLRS is considered
     assert "this k" in steps[-1] and "k=12" not in steps[-1]
+
+
+def test_drafters_tab_measures_each_drafter_against_ar_in_one_run(model_dirs):
+    out = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1, 0, 0, 1.0, 3, 6, 0))
+    assert any(o.status.startswith("⏳") for o in out[:-1])
+    final = out[-1]
+    assert final.status.startswith("✅ Compared 1 drafter(s)"), final.status
+    assert list(final.table["algorithm"]) == ["slem"] and isinstance(final.figure, go.Figure)
+    assert list(pd.read_csv(final.csv)["drafter"]) == [model_dirs["drafter"]]
+    bad = list(app.drafters(model_dirs["target"], "", "slem", 1, 0, 0, 1.0, 3, 6, 0))[-1]
+    assert bad.status.startswith("⚠️") and bad.table is None
+
+
+def test_production_settings_name_both_engines(model_dirs):
+    text = app.production(model_dirs["target"], model_dirs["drafter"], "tli", 0, 0, 1.0, 4, 32, 0)
+    assert "vLLM" in text and "assistant_tokenizer" in text
+    assert app.production(model_dirs["target"], model_dirs["drafter"], "tli", -1, 0, 1.0, 4, 32, 0).startswith("⚠️")
+
+
+def test_stop_also_ends_a_drafter_comparison_in_progress():
+    assert app.stopped("✅ done", "", "⏳ Loading the target…")[2].startswith("⏹")
