@@ -8,7 +8,7 @@
 
 from . import threads  # first: the OpenMP defaults must be in the environment before torch loads
 from .errors import (GatedModelError, HsdError, HubAuthError, IncompatiblePairError, InvalidSettingError,
-                     ModelNotFoundError, NotCausalLMError, PromptError, RemoteCodeError, ResourceLimitError,
+                     ModelNotFoundError, NotAllowedError, NotCausalLMError, PromptError, RemoteCodeError, ResourceLimitError,
                      RevisionNotFoundError, TokenizerMissingError)
 from .algorithms import ALGORITHMS, availability, register, unregister, usable_algorithms
 from .algorithms.contract import Algorithm
@@ -20,7 +20,7 @@ from .vocab import PairVocab, Vocab
 
 __all__ = [
     "GatedModelError", "HsdError", "HubAuthError", "RevisionNotFoundError", "IncompatiblePairError", "InvalidSettingError", "ModelNotFoundError",
-    "NotCausalLMError", "PromptError", "RemoteCodeError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
+    "NotAllowedError", "NotCausalLMError", "PromptError", "RemoteCodeError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
     "stream", "PRESETS", "Model", "Pair", "clear_cache", "is_loaded", "load_model", "load_pair", "Emitted", "Position", "Result",
     "Round", "Span", "PairVocab", "Vocab", "ALGORITHMS", "Algorithm", "availability", "register", "unregister",
     "usable_algorithms", "Counts", "Metrics",
