@@ -122,7 +122,8 @@ def _metrics_lines(m) -> list[str]:
         f"tokens {m.new_tokens} in {fmt(m.total_s, '.3f')} s | {fmt(m.tokens_per_s, '.1f')} tok/s | "
         f"TTFT {fmt(m.ttft_s and m.ttft_s * 1e3, '.1f')} ms | TPOT {fmt(m.tpot_s and m.tpot_s * 1e3, '.2f')} ms",
         f"rounds {m.rounds} | tau (tokens per target forward) {fmt(m.mean_accepted_length, '.2f')} | "
-        f"acceptance {fmt(m.acceptance_rate, '.1%')} ({m.accepted}/{m.proposed}) | "
+        f"accepted/verified {fmt(m.verified_acceptance_rate, '.1%')} ({m.accepted}/{m.verified}) | "
+        f"accepted/proposed {fmt(m.draft_acceptance_rate, '.1%')} ({m.accepted}/{m.proposed}) | "
         f"forwards target {m.target_forwards} drafter {m.drafter_forwards}",
         "time split " + " ".join(f"{k} {v * 1e3:.1f}ms" for k, v in m.time_split_s.items())
         + f" | outside forwards {fmt(m.outside_forwards, '.1%')}",

@@ -148,7 +148,8 @@ def run_summary(result: Result, device: str = "") -> str:
     m = Metrics.of(result.metrics)
     return (f"**{result.algorithm}**: {m.new_tokens} tokens in {m.rounds} rounds, {m.tokens_per_s or 0:.1f} "
             f"tokens/s, τ = {m.mean_accepted_length:.2f}"
-            + (f", acceptance {m.acceptance_rate:.0%}" if m.acceptance_rate is not None else "")
+            + (f", accepted {m.verified_acceptance_rate:.0%} of verified and {m.draft_acceptance_rate:.0%} of "
+               "proposed positions" if m.draft_acceptance_rate is not None else "")
             + f" · stopped by {result.stop_reason} · {device}, {result.settings['dtype']}"
             + ("" if result.algorithm == "ar" else " · one run, no baseline: **Compare** measures the speedup "
                "against AR, repeated interleaved"))
@@ -390,7 +391,7 @@ Drafter tokens dropped from its cache: {rnd.drafter_dropped}.{costs} Time: {time
 # ----------------------------------------------------------------------------- tables and badge
 
 SUMMARY_COLUMNS = ["algorithm", "tokens", "tokens/s", "speedup", "predicted speedup", "TTFT (ms)", "TPOT (ms)", "τ",
-                   "acceptance rate", "target forwards", "drafter forwards", "lossless (T=0)"]
+                   "accepted/verified", "accepted/proposed", "target forwards", "drafter forwards", "lossless (T=0)"]
 
 
 def summary_table(results: dict[str, Result], comparison=None) -> pd.DataFrame:
@@ -411,7 +412,8 @@ def summary_table(results: dict[str, Result], comparison=None) -> pd.DataFrame:
             "speedup": rnd(m.tokens_per_s / ar_tps, 2) if ar_tps and m.tokens_per_s else None,
             "predicted speedup": rnd(predicted(res, ar), 2) if ar and name != "ar" else None,
             "TTFT (ms)": ms(m.ttft_s), "TPOT (ms)": ms(m.tpot_s), "τ": rnd(m.mean_accepted_length, 2),
-            "acceptance rate": rnd(m.acceptance_rate), "target forwards": m.target_forwards,
+            "accepted/verified": rnd(m.verified_acceptance_rate),
+            "accepted/proposed": rnd(m.draft_acceptance_rate), "target forwards": m.target_forwards,
             "drafter forwards": m.drafter_forwards,
             "lossless (T=0)": {True: "yes", False: "NO"}.get(same.get(name), "—"),
         })
