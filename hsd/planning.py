@@ -18,7 +18,7 @@ import torch
 from huggingface_hub import errors as hub_errors
 
 from . import policy
-from .errors import ModelNotFoundError, RemoteCodeError, ResourceLimitError
+from .errors import HsdError, ModelNotFoundError, RemoteCodeError, ResourceLimitError
 from .loading import (cache_key, embedded_path, is_loaded, load_pair, offline, release_models, resolve_device,
                       resolve_dtype)
 from .machine import device_name
@@ -133,6 +133,16 @@ def loadable_offline(target: str, drafter: str, device: str = "auto", dtype: str
             return False
 
     return bool(target) and local(target) and (not drafter or local(drafter))
+
+
+def loadable_named(target: str, drafter: str, device: str = "auto", dtype: str = "auto", *,
+                   public: bool | None = None) -> bool:
+    """:func:`loadable_offline` for names as a form holds them; ``False`` for a name :func:`resolve_name` refuses
+    (the load, or :func:`plan_named`, then says why), so a handler can call it unguarded."""
+    try:
+        return loadable_offline(resolve_name(target, public), resolve_name(drafter, public), device, dtype)
+    except HsdError:
+        return False
 
 
 _LOAD_LOCK = threading.Lock()

@@ -392,3 +392,9 @@ def test_app_on_a_space_refuses_folders_outside_the_allow_list_alike(paths, monk
     name = name.format(**paths)
     report = app.check_pair(name, paths["drafter"], "auto", "auto", "slem")[0]
     assert "NotAllowedError" in report and ALLOWED in report, report
+
+
+@pytest.mark.parametrize("name", ["/root", "/nonexistent-hsd-dir", "assets/tiny-code/target"])
+def test_loadable_named_never_raises(monkeypatch, name):
+    monkeypatch.setenv("SPACE_ID", "user/space")
+    assert planning.loadable_named(name, "", "cpu") is (name == "assets/tiny-code/target")

@@ -56,3 +56,15 @@ def test_output_html_flags_the_prompt_text_that_became_a_special_token(pair):
     page = viz.output_html(res.rounds, prompt=PROMPT, prompt_special=special_spans(pair.target, PROMPT))
     assert page.count("hsd-prompt-special") == 1 and "parsed as the special token &lt;|endoftext|&gt;" in page
     assert "hsd-prompt-special" not in viz.output_html(res.rounds, prompt=PROMPT)
+
+
+def test_a_form_passes_parse_special_and_marks_the_spans(pair):
+    from hsd import forms
+
+    kw = forms.generation_kwargs(0, 0, 1.0, 4, 4, 0, "raw", PROMPT)
+    assert "parse_special" not in kw and forms.prompt_special(pair, kw) == [(5, 18, "<|endoftext|>")]
+    plain = forms.generation_kwargs(0, 0, 1.0, 4, 4, 0, "raw", PROMPT, parse_special=False)
+    assert plain["parse_special"] is False and forms.prompt_special(pair, plain) == []
+    assert forms.room(pair, plain) < forms.room(pair, kw)  # the text is many tokens, the token one
+    with pytest.raises(hsd.InvalidSettingError, match="parse special tokens must be on or off"):
+        forms.generation_kwargs(0, 0, 1.0, 4, 4, 0, "raw", PROMPT, parse_special="x")
