@@ -36,3 +36,12 @@ def test_verified_acceptance_counts_only_the_positions_the_target_judged():
     assert m.acceptance_rate == m["acceptance_rate"] == m.draft_acceptance_rate  # the old name still reads
     old = {k: v for k, v in m.to_dict().items() if k != "draft_acceptance_rate"} | {"acceptance_rate": 5 / 8}
     assert Metrics.of(old) == m and "acceptance_rate" not in m.to_dict()
+
+
+@pytest.mark.parametrize("algorithm", ["slem", "tli", "slrs"])
+def test_verified_positions_are_those_the_trace_did_not_mark_unverified(algorithm):
+    import hsd
+
+    res = hsd.generate(hsd.load_pair(), "def fibonacci(n):", algorithm=algorithm, temperature=0.7, max_new_tokens=24)
+    judged = sum(p.outcome != "unverified" for r in res.rounds for p in r.positions)
+    assert res.metrics.verified == judged and res.metrics.verified_acceptance_rate == res.metrics.accepted / judged
