@@ -261,7 +261,10 @@ def cache_key(name, revision=None, device="auto", dtype="auto", device_map=None,
 
 
 def _is_local(name: str) -> bool:
-    return Path(name).expanduser().is_dir()
+    try:
+        return Path(name).expanduser().is_dir()
+    except (OSError, ValueError, RuntimeError):  # too long, a NUL byte, an unknown ~user: not a directory
+        return False
 
 
 def _check_revision(name: str, revision, what: str = "revision") -> str | None:

@@ -39,7 +39,7 @@ def resolve_name(name: str | None, public: bool | None = None) -> str:
         return policy.check_name(name, str(embedded) if embedded is not None else None)
     if embedded is not None:
         return str(embedded)
-    if name and not Path(name).expanduser().is_dir() and not HUB_ID.match(name):
+    if name and not policy.is_dir(name) and not HUB_ID.match(name):
         hint = (" The embedded pair is made by scripts/train_pair.py (see docs/embedded-pair.md)."
                 if "tiny-code" in name else "")
         raise ModelNotFoundError(f"{name!r} is neither a local model directory nor a Hub id (owner/name).{hint}")

@@ -59,6 +59,14 @@ def allowed_dirs() -> list[Path]:
     return [Path(p).expanduser().resolve() for p in (ASSETS, hub_constants.HF_HUB_CACHE, *extra)]
 
 
+def is_dir(name: str) -> bool:
+    """Whether ``name`` is an existing directory; ``False`` for a name no file system takes (too long, NUL)."""
+    try:
+        return Path(name).expanduser().is_dir()
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: an unknown ~user
+        return False
+
+
 def is_hub_id(name: str) -> bool:
     """Whether ``name`` has the shape of a Hub id (``owner/name`` or ``name``), as the Hub validates it."""
     return bool(HUB_ID.match(name)) and ".." not in name and "--" not in name
@@ -68,11 +76,15 @@ def check_local(name: str, path: str | None = None) -> str:
     """``path`` (default ``name``, which the message shows) resolved, if it lies under :func:`allowed_dirs`;
     otherwise :class:`NotAllowedError`, the same whether it exists or not, so a visitor learns nothing about the
     server's files."""
-    path = Path(path or name).expanduser().resolve()
-    if any(path == root or root in path.parents for root in allowed_dirs()):
-        return str(path)
+    try:
+        path = Path(path or name).expanduser().resolve()
+        if any(path == root or root in path.parents for root in allowed_dirs()):
+            return str(path)
+    except (OSError, ValueError, RuntimeError):  # too long, NUL, a lone surrogate, an unknown ~user: no folder
+        pass
+    shown = repr(name) if len(name) <= 200 else repr(name[:200]) + "…"
     raise NotAllowedError(
-        f"{name!r} is not allowed here: this public app loads the presets, Hugging Face Hub ids (owner/name) "
+        f"{shown} is not allowed here: this public app loads the presets, Hugging Face Hub ids (owner/name) "
         f"and local directories under the embedded assets or the Hugging Face cache only. The operator can allow "
         f"more folders with the environment variable {ALLOWED_DIRS_ENV} (folders separated by "
         f"{os.pathsep!r}).")
@@ -84,7 +96,7 @@ def check_name(name: str, path: str | None = None) -> str:
     be allowed; every other name is a path and must lie under :func:`allowed_dirs`."""
     if not name:
         return name
-    if path is None and is_hub_id(name) and not Path(name).is_dir():
+    if path is None and is_hub_id(name) and not is_dir(name):
         return name
     return check_local(name, path)
 
