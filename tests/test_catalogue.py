@@ -296,6 +296,7 @@ CLI = [
     ("bench --repeats 0", True, "--repeats must be"),
     ("bench --warmups -1", True, "--warmups must be"),
     ("bench --out {file}/sub", True, "cannot write there"),
+    ("bench --out /proc/hsd-forbidden", True, "cannot write there"),
     ("bench --prompts no-such-set", True, "No prompt set or file"),
     ("bench --prompts {dir}", True, "is a directory; give a .jsonl file"),
     ("bench --prompts {dir}/bad.jsonl", True, "line 2: not valid JSON"),
