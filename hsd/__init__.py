@@ -12,7 +12,7 @@ from .errors import (GatedModelError, HsdError, HubAuthError, IncompatiblePairEr
                      RevisionNotFoundError, TokenizerMissingError)
 from .algorithms import ALGORITHMS, availability, register, unregister, usable_algorithms
 from .algorithms.contract import Algorithm
-from .generate import check_algorithm, generate, stream
+from .generate import check_algorithm, generate, special_spans, stream
 from .loading import PRESETS, Model, Pair, clear_cache, is_loaded, load_model, load_pair
 from .metrics import Counts, Metrics
 from .trace import Emitted, Position, Result, Round, Span
@@ -21,7 +21,7 @@ from .vocab import PairVocab, Vocab
 __all__ = [
     "GatedModelError", "HsdError", "HubAuthError", "RevisionNotFoundError", "IncompatiblePairError", "InvalidSettingError", "ModelNotFoundError",
     "NotAllowedError", "NotCausalLMError", "PromptError", "RemoteCodeError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
-    "stream", "PRESETS", "Model", "Pair", "clear_cache", "is_loaded", "load_model", "load_pair", "Emitted", "Position", "Result",
+    "special_spans", "stream", "PRESETS", "Model", "Pair", "clear_cache", "is_loaded", "load_model", "load_pair", "Emitted", "Position", "Result",
     "Round", "Span", "PairVocab", "Vocab", "ALGORITHMS", "Algorithm", "availability", "register", "unregister",
     "usable_algorithms", "Counts", "Metrics",
 ]
