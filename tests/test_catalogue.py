@@ -407,3 +407,22 @@ def test_app_on_a_space_refuses_folders_outside_the_allow_list_alike(paths, monk
 def test_loadable_named_never_raises(monkeypatch, name):
     monkeypatch.setenv("SPACE_ID", "user/space")
     assert planning.loadable_named(name, "", "cpu") is (name == "assets/tiny-code/target")
+
+
+@pytest.mark.parametrize("name", ["/root", "/nonexistent-hsd-dir"])
+def test_app_choosing_a_refused_folder_on_a_space_says_why_and_never_raises(monkeypatch, name):
+    from hsd import lab
+
+    monkeypatch.setenv("SPACE_ID", "user/space")
+    report = lab.pair_changed(name, "", "cpu", "auto")["report"]
+    assert "NotAllowedError" in report and ALLOWED in report, report
+
+
+@pytest.mark.parametrize("parse_special", [True, False])
+def test_app_run_marks_prompt_text_that_became_a_special_token(parse_special):
+    from hsd import lab
+
+    last = list(lab.run_steps("assets/tiny-code/target", "assets/tiny-code/drafter", "slem", "x<|endoftext|>def",
+                              0, 0, 1.0, 4, 4, 0, device="cpu", parse_special=parse_special))[-1]
+    assert ("hsd-prompt-special" in last["output"]) is parse_special, last.get("status")
+    assert ("hsd-prompt-special" in lab.output(last["state"], True)) is parse_special
