@@ -55,7 +55,7 @@ def summarize(results):
     return {
         "tokens_per_s": statistics.harmonic_mean(tps),
         "tau": statistics.mean(r.metrics["mean_accepted_length"] for r in results),
-        "acceptance": statistics.mean(r.metrics["acceptance_rate"] or 0 for r in results),
+        "acceptance": statistics.mean(r.metrics["draft_acceptance_rate"] or 0 for r in results),
         "outside_forwards": 1 - forward / total_round,
         "round_ms_early": early * 1e3,
         "round_ms_late": late * 1e3,

@@ -67,7 +67,7 @@ def speed(pair, algorithm, temperature, prompts, args):
             totals[name][1] += res.metrics["total_s"]
             if name != "ar":
                 taus.append(res.metrics["mean_accepted_length"] or 0.0)
-                accepts.append(res.metrics["acceptance_rate"] or 0.0)
+                accepts.append(res.metrics["draft_acceptance_rate"] or 0.0)
     ar_tps = totals["ar"][0] / totals["ar"][1]
     alg_tps = totals[algorithm][0] / totals[algorithm][1]
     return dict(ar_tps=ar_tps, tps=alg_tps, speedup=alg_tps / ar_tps, tau=statistics.mean(taus),

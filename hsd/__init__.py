@@ -8,11 +8,11 @@
 
 from . import threads  # first: the OpenMP defaults must be in the environment before torch loads
 from .errors import (GatedModelError, HsdError, HubAuthError, IncompatiblePairError, InvalidSettingError,
-                     ModelNotFoundError, NotCausalLMError, PromptError, RemoteCodeError, ResourceLimitError,
+                     ModelNotFoundError, NotAllowedError, NotCausalLMError, PromptError, RemoteCodeError, ResourceLimitError,
                      RevisionNotFoundError, TokenizerMissingError)
 from .algorithms import ALGORITHMS, availability, register, unregister, usable_algorithms
 from .algorithms.contract import Algorithm
-from .generate import check_algorithm, generate, stream
+from .generate import check_algorithm, generate, special_spans, stream
 from .loading import PRESETS, Model, Pair, clear_cache, is_loaded, load_model, load_pair
 from .metrics import Counts, Metrics
 from .trace import Emitted, Position, Result, Round, Span
@@ -20,8 +20,8 @@ from .vocab import PairVocab, Vocab
 
 __all__ = [
     "GatedModelError", "HsdError", "HubAuthError", "RevisionNotFoundError", "IncompatiblePairError", "InvalidSettingError", "ModelNotFoundError",
-    "NotCausalLMError", "PromptError", "RemoteCodeError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
-    "stream", "PRESETS", "Model", "Pair", "clear_cache", "is_loaded", "load_model", "load_pair", "Emitted", "Position", "Result",
+    "NotAllowedError", "NotCausalLMError", "PromptError", "RemoteCodeError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
+    "special_spans", "stream", "PRESETS", "Model", "Pair", "clear_cache", "is_loaded", "load_model", "load_pair", "Emitted", "Position", "Result",
     "Round", "Span", "PairVocab", "Vocab", "ALGORITHMS", "Algorithm", "availability", "register", "unregister",
     "usable_algorithms", "Counts", "Metrics",
 ]

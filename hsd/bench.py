@@ -28,6 +28,7 @@ from .generate import encode_prompt, generate
 from .loading import ASSETS, Pair
 from .machine import machine_info, machine_line  # noqa: F401  (re-exported: benchmarks/ import them here)
 from .metrics import Metrics, Spread, per_position_acceptance, predicted_speedup, round_counts, spread
+from .metrics import verified as verified_positions
 from .peer import PEER_OF, Peer, PeerUnavailable
 
 PROMPT_SETS = ASSETS / "prompts"
@@ -58,11 +59,33 @@ def load_prompts(spec: str, n: int | None = None) -> list[str]:
     if not path.exists():
         known = ", ".join(sorted(p.stem for p in PROMPT_SETS.glob("*.jsonl")))
         raise InvalidSettingError(f"No prompt set or file {spec!r}; known sets: {known}.")
-    if path.suffix == ".jsonl":
-        prompts = [json.loads(line)["prompt"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    else:
-        prompts = [path.read_text(encoding="utf-8")]
+    if path.is_dir():
+        raise InvalidSettingError(f"--prompts {spec}: is a directory; give a .jsonl file (one {{\"prompt\": ...}} "
+                                  "per line), a text file, or a set name.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidSettingError(f"--prompts {spec}: not valid UTF-8 text (byte {exc.start}); save it as UTF-8.") from None
+    except OSError as exc:
+        raise InvalidSettingError(f"--prompts {spec}: cannot be read ({exc.strerror or exc}).") from None
+    prompts = [_jsonl_prompt(line, i, spec) for i, line in enumerate(text.splitlines(), 1) if line.strip()] \
+        if path.suffix == ".jsonl" else [text]
+    if not prompts:
+        raise InvalidSettingError(f"--prompts {spec}: holds no prompt.")
     return prompts[:n] if n else prompts
+
+
+def _jsonl_prompt(line: str, number: int, spec: str) -> str:
+    """The ``prompt`` of one line of a prompt file; a specific error, with the line number, for a bad line."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InvalidSettingError(f"--prompts {spec}, line {number}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                                  'each line must be an object such as {"prompt": "def f(x):"}.') from None
+    if not isinstance(record, dict) or not isinstance(record.get("prompt"), str) or not record["prompt"]:
+        raise InvalidSettingError(f'--prompts {spec}, line {number}: needs a non-empty "prompt" string, such as '
+                                  '{"prompt": "def f(x):"}.')
+    return record["prompt"]
 
 
 @dataclass
@@ -285,6 +308,7 @@ def _rows(per_prompt: list[dict], plan, notes, cfg: BenchConfig, n_prompts: int)
             rc = [r for p in pp for r in p["round_counts"]]
             tokens = sum(p["new_tokens"] for p in pp)
             proposed, accepted = sum(p["proposed"] for p in pp), sum(p["accepted"] for p in pp)
+            verified = sum(verified_positions(c) for c in rc)
             tps = _hmean([p["tokens_per_s"] for p in pp])
             ideal = _hmean([1 / p["ideal_tpot_s"] for p in pp if p["ideal_tpot_s"]])
             dfw = [p["drafter_forwards"] for p in pp]
@@ -294,7 +318,8 @@ def _rows(per_prompt: list[dict], plan, notes, cfg: BenchConfig, n_prompts: int)
                 "tpot_ms": 1e3 * (_hmean([p["tpot_s"] for p in pp]) or float("nan")),
                 "tokens_per_s": tps,
                 "tau": tokens / sum(len(p["round_counts"]) for p in pp),
-                "acceptance_rate": accepted / proposed if proposed else None,
+                "draft_acceptance_rate": accepted / proposed if proposed else None,
+                "verified_acceptance_rate": accepted / verified if verified else None,
                 "per_position_acceptance": [round(a, 4) for a in per_position_acceptance(rc)],
                 "target_forwards_per_token": sum(p["target_forwards"] for p in pp) / tokens,
                 "drafter_forwards_per_token": sum(dfw) / tokens if None not in dfw else None,

@@ -19,7 +19,7 @@ TABLE = [
     ("new_tokens", "new tok", ".0f"), ("ttft_ms", "TTFT ms", ".1f"), ("tpot_ms", "TPOT ms", ".2f"),
     ("tokens_per_s", "tok/s", ".1f"), ("speedup", "speedup", ".2f"), ("speedup_vs_own_ar", "vs own AR", ".2f"),
     ("vs_transformers", "vs HF", ".2f"), ("tau", "τ", ".2f"),
-    ("acceptance_rate", "accept", ".1%"), ("target_forwards_per_token", "tgt fw/tok", ".2f"),
+    ("verified_acceptance_rate", "acc/verified", ".1%"), ("draft_acceptance_rate", "acc/proposed", ".1%"), ("target_forwards_per_token", "tgt fw/tok", ".2f"),
     ("drafter_forwards_per_token", "drf fw/tok", ".2f"), ("ideal_tokens_per_s", "ideal tok/s", ".1f"),
     ("efficiency", "efficiency", ".2f"), ("cpu_efficiency", "CPU eff.", ".2f"),
     ("outside_forwards", "outside forwards", ".0%"), ("greedy_equals_ar", "= AR", "s"), ("note", "note", "s"),

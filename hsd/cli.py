@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--prompt", help="the prompt text")
     src.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
     gen.add_argument("--chat", action="store_true", help="send the prompt as a user message through chat templates")
+    gen.add_argument("--no-parse-special", dest="parse_special", action="store_false",
+                     help="read special-token text in the prompt (<|endoftext|>, </s>) as plain text, not as tokens")
     gen.add_argument("--max-new-tokens", type=int, default=64)
     gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     gen.add_argument("--top-k", type=int, default=0, help="0 = off")
@@ -128,7 +130,8 @@ def _metrics_lines(m) -> list[str]:
         f"tokens {m.new_tokens} in {fmt(m.total_s, '.3f')} s | {fmt(m.tokens_per_s, '.1f')} tok/s | "
         f"TTFT {fmt(m.ttft_s and m.ttft_s * 1e3, '.1f')} ms | TPOT {fmt(m.tpot_s and m.tpot_s * 1e3, '.2f')} ms",
         f"rounds {m.rounds} | tau (tokens per target forward) {fmt(m.mean_accepted_length, '.2f')} | "
-        f"acceptance {fmt(m.acceptance_rate, '.1%')} ({m.accepted}/{m.proposed}) | "
+        f"accepted/verified {fmt(m.verified_acceptance_rate, '.1%')} ({m.accepted}/{m.verified}) | "
+        f"accepted/proposed {fmt(m.draft_acceptance_rate, '.1%')} ({m.accepted}/{m.proposed}) | "
         f"forwards target {m.target_forwards} drafter {m.drafter_forwards}",
         "time split " + " ".join(f"{k} {v * 1e3:.1f}ms" for k, v in m.time_split_s.items())
         + f" | outside forwards {fmt(m.outside_forwards, '.1%')}",
@@ -136,7 +139,7 @@ def _metrics_lines(m) -> list[str]:
 
 
 def cmd_generate(args) -> int:
-    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int, generate
+    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int, generate, special_spans
     from .sampling import Sampling
 
     prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
@@ -144,13 +147,20 @@ def cmd_generate(args) -> int:
     check_output_file(args.json)
     _check_int("lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
+    if args.chat and not args.parse_special:
+        raise InvalidSettingError("--no-parse-special applies to a raw prompt, not to --chat (a chat template's "
+                                  "output is made of special tokens): drop one of the two.")
     pair = load_cli_pair(args, need_drafter=ALGORITHMS[args.algorithm].needs_drafter, hint=" (or use --algorithm ar)")
     kwargs = dict(algorithm=args.algorithm, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                   top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead, seed=args.seed)
     if args.chat:
         res = generate(pair, messages=[{"role": "user", "content": prompt}], **kwargs)
     else:
-        res = generate(pair, prompt, **kwargs)
+        res = generate(pair, prompt, parse_special=args.parse_special, **kwargs)
+        spans = special_spans(pair.target, prompt) if args.parse_special else []
+        if spans:
+            print(f"note: the prompt's {', '.join(repr(t) for _, _, t in spans)} became the target's special "
+                  "token(s); --no-parse-special reads such text as plain text", file=sys.stderr)
     print(res.text)
     print("---", file=sys.stderr)
     print(f"{args.algorithm} on {pair.target.device} ({res.settings['dtype']}), stop: {res.stop_reason}", file=sys.stderr)

@@ -36,6 +36,10 @@ class RemoteCodeError(HsdError):
     """The model needs its repository's own Python code, and ``trust_remote_code`` is off."""
 
 
+class NotAllowedError(HsdError):
+    """A public app refuses this model location or setting (see hsd/policy.py: the operator's allow-lists)."""
+
+
 class TokenizerMissingError(HsdError):
     """The model has no tokenizer that transformers can load."""
 

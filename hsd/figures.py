@@ -149,7 +149,8 @@ def position_acceptance_figure(results: dict[str, Result]) -> go.Figure:
         fig.add_scatter(x=list(range(1, len(per) + 1)), y=per, name=name, mode="lines+markers",
                         line=dict(width=3, color=_color(name)), marker=dict(size=9))
     fig.update_yaxes(range=[0, 1.05])
-    return _layout(fig, "Acceptance by draft position", "position in the draft", "acceptance rate")
+    return _layout(fig, "Acceptance by draft position", "position in the draft",
+                   "accepted / rounds that proposed it")
 
 
 def time_split_figure(results: dict[str, Result]) -> go.Figure:

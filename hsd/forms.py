@@ -49,9 +49,12 @@ def in_range(name: str, value, low, high, hint: str = ""):
     return value
 
 
-def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt) -> dict:
+def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
+                      parse_special=True) -> dict:
     """The keyword arguments of :func:`hsd.generate` for a form's values; ``mode`` ``"chat"`` sends the prompt
-    as one user message through each model's chat template."""
+    as one user message through each model's chat template. ``parse_special=False`` (a checkbox) reads a raw
+    prompt's special-token text (``<|endoftext|>``) as plain text; chat mode ignores it (the template's output
+    is made of special tokens)."""
     check_prompt(prompt)
     kw = dict(temperature=number("temperature", temperature, float), top_k=number("top-k", top_k, int),
               top_p=number("top-p", top_p, float), lookahead=number("lookahead", lookahead, int),
@@ -63,7 +66,22 @@ def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed
         kw["messages"] = [{"role": "user", "content": prompt}]
     else:
         kw["prompt"] = prompt
+        if parse_special is not True:
+            if not isinstance(parse_special, bool):
+                raise InvalidSettingError(f"parse special tokens must be on or off, got {parse_special!r}.")
+            kw["parse_special"] = False
     return kw
+
+
+def prompt_special(pair, kw: dict) -> list[tuple[int, int, str]]:
+    """The spans of the raw prompt in ``kw`` (:func:`generation_kwargs`) that the target reads as special tokens
+    (:func:`hsd.generate.special_spans`), for ``viz.output_html(..., prompt_special=...)``; none in chat mode or
+    with ``parse_special`` off."""
+    from .generate import special_spans
+
+    if kw.get("prompt") is None or not kw.get("parse_special", True):
+        return []
+    return special_spans(pair.target, kw["prompt"])
 
 
 def room(pair, kw: dict) -> int:
@@ -72,7 +90,8 @@ def room(pair, kw: dict) -> int:
     from .generate import _check_prompt, encode_prompt
 
     _check_prompt(kw.get("prompt"), kw.get("messages"))  # text a tokenizer cannot take is a PromptError first
-    prompt_ids = encode_prompt(pair.target, kw.get("prompt"), kw.get("messages"))[0]
+    prompt_ids = encode_prompt(pair.target, kw.get("prompt"), kw.get("messages"),
+                               parse_special=kw.get("parse_special", True))[0]
     limit = pair.target.context_length or 10**9
     return max(0, min(MAX_NEW_TOKENS, limit - len(prompt_ids)))
 

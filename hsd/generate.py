@@ -34,8 +34,12 @@ def check_algorithm(pair: Pair, algorithm: str) -> None:
         raise IncompatiblePairError(why)
 
 
-def encode_prompt(model: Model, prompt: str | None, messages: list[dict] | None, fallback_text: str | None = None):
-    """Token ids of the prompt for one model: raw text, or chat ``messages`` through its own template."""
+def encode_prompt(model: Model, prompt: str | None, messages: list[dict] | None, fallback_text: str | None = None,
+                  parse_special: bool = True):
+    """Token ids of the prompt for one model: raw text, or chat ``messages`` through its own template.
+
+    ``parse_special``: text in a raw prompt that spells a special token (``<|endoftext|>``, ``</s>``) becomes
+    that token, as Transformers does by default; ``False`` encodes it as the plain text it is."""
     tok = model.tokenizer
     if messages is not None:
         if getattr(tok, "chat_template", None):
@@ -52,7 +56,31 @@ def encode_prompt(model: Model, prompt: str | None, messages: list[dict] | None,
             raise PromptError(f"{model.name!r} has no chat template: pass a raw prompt instead of messages, "
                               "or use an instruction-tuned target.")
         return tok(fallback_text, add_special_tokens=False)["input_ids"], fallback_text
-    return tok(prompt, add_special_tokens=True)["input_ids"], prompt
+    return tok(prompt, add_special_tokens=True, split_special_tokens=not parse_special)["input_ids"], prompt
+
+
+def special_spans(model: Model, prompt: str) -> list[tuple[int, int, str]]:
+    """The character spans of a raw ``prompt`` that the model's tokenizer reads as special tokens (with
+    ``parse_special=True``, the default): ``(start, end, token)`` each, in order. A front end marks them, so a
+    user sees that ``<|endoftext|>`` typed in a prompt became the real end-of-text token."""
+    tok = model.tokenizer
+    special = set(getattr(tok, "all_special_ids", ())) | {
+        i for i, t in getattr(tok, "added_tokens_decoder", {}).items() if getattr(t, "special", False)}
+    if getattr(tok, "is_fast", True):
+        try:
+            enc = tok(prompt, add_special_tokens=False, return_offsets_mapping=True)
+            return [(s, e, prompt[s:e]) for i, (s, e) in zip(enc["input_ids"], enc["offset_mapping"])
+                    if i in special and e > s]
+        except (NotImplementedError, ValueError, TypeError):  # no offsets from this tokenizer: find the texts
+            pass
+    texts = sorted({tok.convert_ids_to_tokens(i) for i in special} - {None, ""}, key=len, reverse=True)
+    spans, at = [], 0
+    while at < len(prompt):
+        hit = next((t for t in texts if prompt.startswith(t, at)), None)
+        if hit:
+            spans.append((at, at + len(hit), hit))
+        at += len(hit) if hit else 1
+    return spans
 
 
 def _check_unicode(text: str, where: str) -> None:
@@ -87,8 +115,12 @@ def _check_prompt(prompt, messages) -> None:
 def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None = None, algorithm: str = "slem",
            max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
            lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
-           slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None) -> Iterator[Round | Result]:
+           slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None,
+           parse_special: bool = True) -> Iterator[Round | Result]:
     """Run one generation, yielding each :class:`Round` as it completes, then the :class:`Result`.
+
+    ``parse_special=False`` reads special-token text in a raw prompt (``<|endoftext|>``) as plain text, for the
+    target and the drafter alike; the default, ``True``, is Transformers' (see :func:`special_spans`).
 
     ``slrs_max_paths`` (drafter paths per ψ; a token needing more is proposed as ⊥) and ``slrs_max_forwards``
     (drafting forwards per round) bound SLRS's cost without ever stopping a run (see ``docs/slrs.md``).
@@ -96,6 +128,11 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
     called = time.perf_counter()  # TTFT counts from the call, as the paper's harness does
     check_algorithm(pair, algorithm)
     _check_prompt(prompt, messages)
+    if not isinstance(parse_special, bool):
+        raise InvalidSettingError(f"parse_special must be True or False, got {parse_special!r}.")
+    if not parse_special and messages is not None:
+        raise InvalidSettingError("parse_special=False applies to a raw prompt: a chat template's output is made "
+                                  "of special tokens. Pass the prompt as text, or leave parse_special on.")
     sampling = Sampling(temperature, top_k, top_p)
     drafter_sampling = sampling if drafter_temperature is None else Sampling(drafter_temperature, top_k, top_p)
     _check_int("lookahead", lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
@@ -108,7 +145,7 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
                 owners = [a for a, other in ALGORITHMS.items() if name in other.options]
                 raise InvalidSettingError(f"{name} applies only to algorithm={owners[0]!r}, not {algorithm!r}.")
             _check_int(name, value, 1, 10**9, "an SLRS cost limit")
-    prompt_ids, target_text = encode_prompt(pair.target, prompt, messages)
+    prompt_ids, target_text = encode_prompt(pair.target, prompt, messages, parse_special=parse_special)
     if not prompt_ids:
         raise PromptError("The prompt encodes to no tokens and the target adds no BOS token: give some text.")
     limit = pair.target.context_length
@@ -120,7 +157,8 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
     drafter_ids = None
     if spec.needs_drafter:
         drafter_ids = spec.drafter_prompt(
-            prompt_ids, lambda: encode_prompt(pair.drafter, prompt, messages, fallback_text=target_text)[0])
+            prompt_ids, lambda: encode_prompt(pair.drafter, prompt, messages, fallback_text=target_text,
+                                              parse_special=parse_special)[0])
         # A prompt longer than the drafter's context is not refused: the drafter is full from the start, and
         # every round is target-only, as when it fills up mid-run (DrafterContext.full); the output is the same.
     settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling, slrs_max_paths, slrs_max_forwards)
@@ -146,6 +184,7 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
         text=bytes(s.generated).decode("utf-8", errors="replace"), rounds=s.rounds, metrics=metrics,
         settings={"temperature": temperature, "top_k": top_k, "top_p": top_p, "lookahead": lookahead,
                   "max_new_tokens": max_new_tokens, "seed": seed, "drafter_temperature": drafter_temperature,
+                  "parse_special": parse_special,
                   **pair.provenance(),  # names, revisions asked for, commits loaded
                   "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", "")},
         stop_reason=s.stop_reason, prefill={"seconds": s.prefill_seconds, **prefill_forwards})

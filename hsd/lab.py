@@ -62,10 +62,12 @@ def error_text(exc: BaseException) -> str:
             "the settings and try again.")
 
 
-def new_state(pair: hsd.Pair, result: hsd.Result, prompt: str | None) -> dict:
-    """What a page keeps of a finished run: enough to redraw every view without the models."""
+def new_state(pair: hsd.Pair, result: hsd.Result, prompt: str | None, prompt_special=()) -> dict:
+    """What a page keeps of a finished run: enough to redraw every view without the models (``prompt_special``:
+    the prompt's spans that became special tokens, :func:`hsd.forms.prompt_special`)."""
     return {"result": result, "prompt": prompt, "special_target": dict(pair.target.vocab.special_text),
-            "special_drafter": dict(pair.drafter.vocab.special_text) if pair.drafter else {}}
+            "special_drafter": dict(pair.drafter.vocab.special_text) if pair.drafter else {},
+            "prompt_special": list(prompt_special)}
 
 
 def round_view(state: dict | None, index) -> str:
@@ -89,27 +91,28 @@ def step(state: dict, index, delta) -> int:
 def output(state: dict, show_rejected: bool) -> str:
     """The coloured output of the run in ``state`` again, with or without the rejected drafts."""
     return viz.output_html(state["result"].rounds, show_rejected=show_rejected, prompt=state["prompt"],
-                           special_text=state["special_target"])
+                           special_text=state["special_target"], prompt_special=state.get("prompt_special"))
 
 
-def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt) -> dict:
-    return forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
+def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special=True) -> dict:
+    return forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
+                                   parse_special)
 
 
 def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-              mode="raw", device="auto", dtype="auto", show_rejected=True) -> Iterator[dict]:
+              mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True) -> Iterator[dict]:
     """One generation, streamed: status while checking and loading, the coloured output every
     :data:`STREAM_INTERVAL_S`, then the summary, the round to open first (``round``: index, ``rounds``: how
     many), its view, the per-round plot and the state. A failure ends as a status and nothing else."""
     try:
         yield {"status": "⏳ Checking the settings and the models…"}
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special)
         drafter = drafter if algorithm != "ar" else ""  # AR needs no drafter: don't load one
         yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
         hsd.check_algorithm(pair, algorithm)
         forms.check_room(pair, kw)
-        special = pair.target.vocab.special_text
+        special, spans = pair.target.vocab.special_text, forms.prompt_special(pair, kw)
         with planning.device_lock(str(pair.target.device)):
             rounds, last, result = [], 0.0, None
             for item in hsd.stream(pair, algorithm=algorithm, **kw):
@@ -120,10 +123,10 @@ def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, loo
                 if time.perf_counter() - last > STREAM_INTERVAL_S:
                     last = time.perf_counter()
                     yield {"output": viz.output_html(rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
-                                                     special_text=special),
+                                                     special_text=special, prompt_special=spans),
                            "status": f"▶️ {algorithm}: round {len(rounds)}, "
                                      f"{sum(len(r.emitted) for r in rounds)} tokens… (Stop keeps what is shown)"}
-        state = new_state(pair, result, kw.get("prompt"))
+        state = new_state(pair, result, kw.get("prompt"), spans)
         first = viz.interesting_round(result.rounds)
         yield {"status": "✅ " + viz.run_summary(result, device_name(pair.target.device)), "state": state,
                "output": output(state, show_rejected), "round": first, "rounds": len(result.rounds),
@@ -134,12 +137,12 @@ def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, loo
 
 
 def compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-                  device="auto", dtype="auto") -> Iterator[dict]:
+                  device="auto", dtype="auto", parse_special=True) -> Iterator[dict]:
     """AR and every applicable algorithm, same prompt, settings and seed, repeated interleaved
     (:func:`hsd.bench.run_each`); then the badge, the five figures, the table and its CSV file."""
     try:
         yield {"status": "⏳ Checking the settings and the models…"}
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special)
         yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
         forms.check_room(pair, kw)
@@ -147,12 +150,13 @@ def compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead,
             for progress in run_each(pair, hsd.usable_algorithms(pair), **kw):
                 if isinstance(progress, str):
                     yield {"status": progress}
+            badge = viz.lossless_badge(progress.results, pair)  # a difference costs one target forward: on the device
         results = progress.results
         machine = f"{device_name(pair.target.device)}, {results['ar'].settings['dtype']}"
         table = viz.summary_table(results, progress)
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-compare.csv"
         table.to_csv(csv, index=False)
-        yield {"status": viz.compare_status(progress, machine, kw), "badge": viz.lossless_badge(results),
+        yield {"status": viz.compare_status(progress, machine, kw), "badge": badge,
                "speedup": figures.speedup_figure(results, machine, progress),
                "tokens_time": figures.tokens_time_figure(results),
                "histogram": figures.acceptance_histogram_figure(results),
@@ -195,7 +199,7 @@ def describe(target, drafter, device="auto", dtype="auto") -> dict:
 def pair_changed(target, drafter, device="auto", dtype="auto", algorithm=None) -> dict:
     """After a preset or an example: :func:`check` at once where that downloads nothing (local directories,
     loaded models), so the choice never offers what the check rejects; otherwise :func:`describe`."""
-    if planning.loadable_offline(planning.resolve_name(target), planning.resolve_name(drafter), device, dtype):
+    if planning.loadable_named(target, drafter, device, dtype):
         return check(target, drafter, device, dtype, algorithm)
     return {**describe(target, drafter, device, dtype),
             "availability": "Not checked yet: press **Check pair** to see which algorithms apply."}
@@ -248,14 +252,13 @@ def after_stop(status, advice, *others) -> tuple[str | None, ...]:
             *("⏹ Stopped: no comparison." if busy(text) else None for text in others))
 
 
-def token_room(target, drafter, prompt, mode, device="auto", dtype="auto") -> str | None:
+def token_room(target, drafter, prompt, mode, device="auto", dtype="auto", parse_special=True) -> str | None:
     """The max-new-tokens box's hint for this pair and prompt (the target's context minus the prompt), or None
     to leave it (an empty prompt or a missing model: the run will say why)."""
     try:
-        if not planning.loadable_offline(planning.resolve_name(target), planning.resolve_name(drafter), device,
-                                         dtype):
+        if not planning.loadable_named(target, drafter, device, dtype):
             return f"1..{forms.MAX_NEW_TOKENS}; the pair's context may allow fewer"
-        kw = _settings(0, 0, 1.0, 1, 1, 0, mode, prompt)
+        kw = _settings(0, 0, 1.0, 1, 1, 0, mode, prompt, parse_special)
         pair = planning.load_named_pair(target, drafter, device, dtype)
         return f"1..{forms.room(pair, kw)} for this pair and prompt"
     except Exception:  # noqa: BLE001 - the hint is optional

@@ -17,6 +17,7 @@ import gc
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -260,7 +261,10 @@ def cache_key(name, revision=None, device="auto", dtype="auto", device_map=None,
 
 
 def _is_local(name: str) -> bool:
-    return Path(name).expanduser().is_dir()
+    try:
+        return Path(name).expanduser().is_dir()
+    except (OSError, ValueError, RuntimeError):  # too long, a NUL byte, an unknown ~user: not a directory
+        return False
 
 
 def _check_revision(name: str, revision, what: str = "revision") -> str | None:
@@ -436,12 +440,13 @@ def _resolve_commit(name: str, revision: str | None, token: str | None):
 
 def load_pair(target: str | None = None, drafter: str | None = None, *, preset: str | None = None,
               device: str = "auto", dtype: str = "auto", device_map: str | None = None,
-              trust_remote_code: bool = False, token: str | None = None, target_revision: str | None = None,
-              drafter_revision: str | None = None) -> Pair:
+              trust_remote_code: bool | Collection[str] = False, token: str | None = None,
+              target_revision: str | None = None, drafter_revision: str | None = None) -> Pair:
     """Load a target and a drafter. With no arguments: the embedded ``tiny-code`` pair in ``assets/``.
 
     ``drafter=None`` with a ``target`` gives a target-only pair, enough for ``algorithm="ar"``.
     ``target_revision`` / ``drafter_revision`` pin each Hub model to a branch, tag or commit hash.
+    ``trust_remote_code``: ``True`` runs both models' repository code, a collection of names only those models'.
     """
     if preset is None and target is None and drafter is None:
         preset = DEFAULT_PRESET
@@ -456,12 +461,17 @@ def load_pair(target: str | None = None, drafter: str | None = None, *, preset: 
     if drafter_revision and not drafter:
         raise InvalidSettingError(f"drafter_revision={drafter_revision!r} was given but there is no drafter: pass "
                                   "drafter='<hub id>' too.")
-    kw = dict(device=device, dtype=dtype, trust_remote_code=trust_remote_code)
-    keys = (cache_key(target, target_revision, device_map=device_map, what="target_revision", **kw),
-            cache_key(drafter, drafter_revision, what="drafter_revision", **kw) if drafter else None)  # checked first
+    if isinstance(trust_remote_code, str):
+        raise InvalidSettingError("trust_remote_code must be True, False, or a set of the model names to trust.")
+    trust = ((lambda name: trust_remote_code) if isinstance(trust_remote_code, bool)
+             else (lambda name: name in trust_remote_code))
+    kw, tkw, dkw = dict(device=device, dtype=dtype), dict(trust_remote_code=trust(target)), dict(
+        trust_remote_code=trust(drafter))
+    keys = (cache_key(target, target_revision, device_map=device_map, what="target_revision", **kw, **tkw),
+            cache_key(drafter, drafter_revision, what="drafter_revision", **kw, **dkw) if drafter else None)  # checked first
     with _LOCK:
-        t = load_model(target, device_map=device_map, revision=target_revision, token=token, **kw)
-        d = load_model(drafter, revision=drafter_revision, token=token, **kw) if drafter else None
+        t = load_model(target, device_map=device_map, revision=target_revision, token=token, **kw, **tkw)
+        d = load_model(drafter, revision=drafter_revision, token=token, **kw, **dkw) if drafter else None
         if keys in _PAIRS:  # the same loaded models give the same Pair, so its vocabulary maps are built once
             return _PAIRS[keys]
         pair = Pair(t, d)

@@ -7,7 +7,17 @@ CLI, the benchmark, the advice, the app and the pictures.
 
 TTFT, TPOT and tokens/s follow the paper's harness: TPOT = (total − TTFT) / (tokens − 1) and
 tokens/s = 1 / TPOT. τ (``mean_accepted_length``) = emitted tokens per verification round, bonus
-included; ``acceptance_rate`` = accepted / proposed target tokens. ``per_position_acceptance[i]`` =
+included. Two acceptance rates, because users read one for the other:
+
+- ``draft_acceptance_rate`` = accepted / proposed target tokens (vLLM's ``draft_acceptance_rate``). Its
+  denominator counts every proposal, including those after a round's first rejection, which the target never
+  judged; it measures how much of the drafting work survives, and falls as the lookahead grows.
+- ``verified_acceptance_rate`` = accepted / verified positions, where a round verifies its accepted proposals
+  and, if it rejected one, that one (``verified``). It is the chance that a position the target judged was
+  accepted: the per-position conditional acceptance, comparable with Σ min(p, q) (spec §1).
+
+``acceptance_rate``, the old name of the first, is still read (``metrics.acceptance_rate``,
+``metrics["acceptance_rate"]``, a JSON file that has it) but no longer written. ``per_position_acceptance[i]`` =
 rounds whose proposal ``i`` (0-based) was accepted ÷ rounds that proposed at least ``i + 1`` tokens
 (vLLM's ``num_accepted_tokens_per_pos / num_drafts``): acceptance at ``i`` includes reaching it.
 ``outside_forwards`` = the share of round time not spent inside model forwards (hsd's own overhead).
@@ -47,6 +57,11 @@ def round_counts(rounds: list[Round], ideal_drafted=_drafted) -> list[Counts]:
     (:attr:`Algorithm.ideal_drafted <hsd.algorithms.contract.Algorithm>`: one per drafted token unless the
     algorithm says otherwise)."""
     return [Counts(ideal_drafted(r), r.n_proposed, r.n_accepted, len(r.emitted), r.t_end) for r in rounds]
+
+
+def verified(c: Counts) -> int:
+    """Positions the target judged in a round: its accepted proposals and, if it rejected one, that one."""
+    return c.accepted + (c.accepted < c.proposed)
 
 
 def per_position_acceptance(counts: list[Counts]) -> list[float]:
@@ -93,9 +108,11 @@ class Metrics:
     tpot_s: float | None = None
     tokens_per_s: float | None = None
     mean_accepted_length: float | None = None
-    acceptance_rate: float | None = None
+    draft_acceptance_rate: float | None = None  # accepted / proposed (vLLM's name)
+    verified_acceptance_rate: float | None = None  # accepted / verified: per judged position
     proposed: int = 0
     accepted: int = 0
+    verified: int = 0
     per_position_acceptance: list[float] = field(default_factory=list)
     acceptance_histogram: list[int] = field(default_factory=list)
     target_forwards: int | None = None
@@ -105,11 +122,19 @@ class Metrics:
     retokenization_events: int = 0
     extra: dict[str, float] = field(default_factory=dict)  # an algorithm's summed counters (SLRS's ψ cost)
 
+    @property
+    def acceptance_rate(self) -> float | None:
+        """The old name of :attr:`draft_acceptance_rate` (accepted / proposed), kept for readers of it."""
+        return self.draft_acceptance_rate
+
     @classmethod
     def of(cls, value) -> "Metrics":
         """``value`` itself, or the metrics a dict of the same keys holds (a JSON file, a hand-built trace)."""
         if isinstance(value, cls):
             return value
+        if "acceptance_rate" in value and "draft_acceptance_rate" not in value:  # written before the rename
+            value = {**value, "draft_acceptance_rate": value["acceptance_rate"]}
+            del value["acceptance_rate"]
         names = {f.name for f in fields(cls)} - {"extra"}
         return cls(**{k: v for k, v in value.items() if k in names},
                    extra={k: v for k, v in value.items() if k not in names})
@@ -122,7 +147,7 @@ class Metrics:
     def __getitem__(self, key: str):
         if key in self.extra:
             return self.extra[key]
-        if key in {f.name for f in fields(self)} - {"extra"}:
+        if key in {f.name for f in fields(self)} - {"extra"} or key == "acceptance_rate":
             return getattr(self, key)
         raise KeyError(key)
 
@@ -153,6 +178,7 @@ def summarize(counts: list[Counts], *, total_s: float | None = None, prefill_s: 
     tpot = (total - ttft) / (n - 1) if n > 1 and ttft is not None else None
     proposed = sum(c.proposed for c in counts)
     accepted = sum(c.accepted for c in counts)
+    judged = sum(verified(c) for c in counts)
     depth = max((c.proposed for c in counts), default=0)
     histogram = [0] * (depth + 1)
     for c in counts:
@@ -162,7 +188,9 @@ def summarize(counts: list[Counts], *, total_s: float | None = None, prefill_s: 
         new_tokens=n, rounds=len(counts), total_s=total, prefill_s=prefill_s, ttft_s=ttft, tpot_s=tpot,
         tokens_per_s=(1.0 / tpot) if tpot else (n / total if total else None),
         mean_accepted_length=n / len(counts) if counts else None,
-        acceptance_rate=accepted / proposed if proposed else None, proposed=proposed, accepted=accepted,
+        draft_acceptance_rate=accepted / proposed if proposed else None,
+        verified_acceptance_rate=accepted / judged if judged else None, proposed=proposed, accepted=accepted,
+        verified=judged,
         per_position_acceptance=per_position_acceptance(counts), acceptance_histogram=histogram,
         target_forwards=target_forwards, drafter_forwards=drafter_forwards, time_split_s=time_split_s or {},
         outside_forwards=(1 - forward_seconds / round_seconds) if round_seconds and forward_seconds is not None
@@ -206,14 +234,14 @@ def predicted_speedup(rounds: list[Round], ar_rounds: list[Round]) -> float | No
 
 def iid_expected_speedup(metrics, ar_metrics) -> float | None:
     """The textbook expected speedup, assuming every position is accepted independently with the run's
-    acceptance rate ``a`` (Leviathan et al. 2023, eq. 1): ``E = (1 - a^(k+1)) / (1 - a)`` tokens per round
+    draft acceptance rate ``a`` (Leviathan et al. 2023, eq. 1): ``E = (1 - a^(k+1)) / (1 - a)`` tokens per round
     (``k + 1`` when ``a = 1``) over the round's cost in AR steps, ``k·c_draft + c_verify`` (the measured
     drafting time, and everything else in the round). Acceptance is not independent of position, so this is
     shown only beside :func:`predicted_speedup`, labelled as the i.i.d. formula."""
     m, am = Metrics.of(metrics), Metrics.of(ar_metrics)
-    if not m.rounds or m.acceptance_rate is None or not am.tokens_per_s:
+    if not m.rounds or m.draft_acceptance_rate is None or not am.tokens_per_s:
         return None
-    a, k = m.acceptance_rate, m.proposed / m.rounds
+    a, k = m.draft_acceptance_rate, m.proposed / m.rounds
     tokens = k + 1 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
     step = 1.0 / am.tokens_per_s
     draft = m.time_split_s["draft"] / max(1, m.rounds) / step

@@ -17,21 +17,29 @@ from pathlib import Path
 import torch
 from huggingface_hub import errors as hub_errors
 
-from .errors import ModelNotFoundError, ResourceLimitError
+from . import policy
+from .errors import HsdError, ModelNotFoundError, RemoteCodeError, ResourceLimitError
 from .loading import (cache_key, embedded_path, is_loaded, load_pair, offline, release_models, resolve_device,
                       resolve_dtype)
 from .machine import device_name
+from .policy import is_public
 
 HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 
-def resolve_name(name: str | None) -> str:
+def resolve_name(name: str | None, public: bool | None = None) -> str:
     """A model name as :func:`hsd.load_pair` takes it: ``assets/...`` names the embedded pair wherever hsd is
-    installed; anything else must be a Hub id (owner/name) or an existing directory. ``""`` stays ``""``."""
+    installed; anything else must be a Hub id (owner/name) or an existing directory. ``""`` stays ``""``.
+
+    In a public app (``public``, or :func:`hsd.policy.is_public` when ``None``) a directory must lie under the
+    operator's allow-list, and a path outside it is refused the same way whether it exists or not."""
     name = (name or "").strip()
-    if embedded_path(name) is not None:
-        return str(embedded_path(name))
-    if name and not Path(name).expanduser().is_dir() and not HUB_ID.match(name):
+    embedded = embedded_path(name)
+    if is_public(public):
+        return policy.check_name(name, str(embedded) if embedded is not None else None)
+    if embedded is not None:
+        return str(embedded)
+    if name and not policy.is_dir(name) and not HUB_ID.match(name):
         hint = (" The embedded pair is made by scripts/train_pair.py (see docs/embedded-pair.md)."
                 if "tiny-code" in name else "")
         raise ModelNotFoundError(f"{name!r} is neither a local model directory nor a Hub id (owner/name).{hint}")
@@ -127,24 +135,47 @@ def loadable_offline(target: str, drafter: str, device: str = "auto", dtype: str
     return bool(target) and local(target) and (not drafter or local(drafter))
 
 
+def loadable_named(target: str, drafter: str, device: str = "auto", dtype: str = "auto", *,
+                   public: bool | None = None) -> bool:
+    """:func:`loadable_offline` for names as a form holds them; ``False`` for a name :func:`resolve_name` refuses
+    (the load, or :func:`plan_named`, then says why), so a handler can call it unguarded."""
+    try:
+        return loadable_offline(resolve_name(target, public), resolve_name(drafter, public), device, dtype)
+    except HsdError:
+        return False
+
+
 _LOAD_LOCK = threading.Lock()
 _DEVICE_LOCKS: dict[str, threading.Lock] = {}
 LOCK_TIMEOUT_S = 600
 
 
-def plan_named(target: str, drafter: str, device: str = "auto", dtype: str = "auto") -> str:
-    """:func:`plan_load` for names as a form holds them (checked by :func:`resolve_name`)."""
-    return plan_load(resolve_name(target), resolve_name(drafter), device, dtype)
+def plan_named(target: str, drafter: str, device: str = "auto", dtype: str = "auto", *,
+               public: bool | None = None) -> str:
+    """:func:`plan_load` for names as a form holds them (checked by :func:`resolve_name`, under the public
+    policy when ``public`` or :func:`hsd.policy.is_public`)."""
+    return plan_load(resolve_name(target, public), resolve_name(drafter, public), device, dtype)
 
 
-def load_named_pair(target: str, drafter: str, device: str = "auto", dtype: str = "auto"):
+def load_named_pair(target: str, drafter: str, device: str = "auto", dtype: str = "auto", *,
+                    public: bool | None = None):
     """:func:`hsd.load_pair` (its cache keeps one Pair per loaded models) for names as a form holds them, one
-    load at a time."""
-    target, drafter = resolve_name(target), resolve_name(drafter)
+    load at a time. A form never turns ``trust_remote_code`` on: only the repositories the operator names in
+    ``HSD_TRUST_REMOTE_CODE`` run their own code (:mod:`hsd.policy`); in a public app, local directories must
+    lie under the allow-list."""
+    target, drafter = resolve_name(target, public), resolve_name(drafter, public)
     if not target:
         raise ModelNotFoundError("No target model: choose a preset or type a Hub id or a local directory.")
+    trusted = {name for name in (target, drafter) if policy.trusts_remote_code(name)}
     with _LOAD_LOCK:
-        return load_pair(target, drafter or None, device=device, dtype=dtype)
+        try:
+            return load_pair(target, drafter or None, device=device, dtype=dtype, trust_remote_code=trusted)
+        except RemoteCodeError as exc:
+            name = next((n for n in (target, drafter) if n and repr(n) in str(exc)), target)
+            raise RemoteCodeError(
+                f"{name!r} needs its own Python code (from its repository) to load, which this app never runs at "
+                f"a visitor's request. The operator can allow named repositories with the environment variable "
+                f"{policy.TRUST_ENV} (comma-separated Hub ids), then restart the app.") from None
 
 
 @contextmanager

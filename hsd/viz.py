@@ -21,6 +21,7 @@ from .algorithms import ALGORITHMS
 from .figures import (ALGORITHM_COLORS, SPLIT_COLORS, acceptance_histogram_figure,  # noqa: F401  (re-exported)
                       bench_figures, expected_speedup, position_acceptance_figure, predicted, rounds_figure,
                       scale_figure, speedup_figure, time_split_figure, tokens_time_figure)
+from .divergence import first_difference
 from .metrics import NOISY_SPREAD, Metrics
 from .trace import Result, Round
 
@@ -100,11 +101,27 @@ def _token_span(text: str, label: str, title: str) -> str:
     return f'<span class="hsd-tok hsd-{label}" style="{style}" title="{_esc(title)}">{body}</span>'
 
 
+def prompt_html(prompt: str, special: list[tuple[int, int, str]] | None = None) -> str:
+    """The prompt, faint, with each span that became a special token outlined and titled as such."""
+    parts, at = [], 0
+    for start, end, token in special or ():
+        parts.append(_esc(prompt[at:start]))
+        parts.append(f'<span class="hsd-prompt-special" title="parsed as the special token {_esc(token)}, not as '
+                     f'text" style="outline:1.5px dashed #d97706;border-radius:3px;opacity:1">⚑{_esc(prompt[start:end])}'
+                     '</span>')
+        at = end
+    parts.append(_esc(prompt[at:]))
+    return f'<span class="hsd-prompt" style="opacity:0.55">{"".join(parts)}</span>'
+
+
 def output_html(rounds: list[Round], *, show_rejected: bool = True, special_text: dict[int, str] | None = None,
-                legend: bool = True, prompt: str | None = None) -> str:
+                legend: bool = True, prompt: str | None = None,
+                prompt_special: list[tuple[int, int, str]] | None = None) -> str:
     """The generated text coloured by origin, with each round's rejected draft struck through.
 
     ``special_text`` names special tokens (they have no bytes), e.g. ``pair.target.vocab.special_text``.
+    ``prompt_special``: the spans of ``prompt`` its tokenizer read as special tokens
+    (:func:`hsd.generate.special_spans`), outlined and flagged so the user sees they were not plain text.
     """
     special_text = special_text or {}
     stream, owners, inserts = bytearray(), [], []  # inserts: (byte offset, round) in stream order
@@ -115,7 +132,7 @@ def output_html(rounds: list[Round], *, show_rejected: bool = True, special_text
         if show_rejected and r.rejected:
             inserts.append((len(stream), r))
     inserts.append((float("inf"), None))
-    parts = [f'<span class="hsd-prompt" style="opacity:0.55">{_esc(prompt)}</span>'] if prompt else []
+    parts = [prompt_html(prompt, prompt_special)] if prompt else []
     chars = char_spans(bytes(stream))
     ci = ii = 0
     for start, end, e, index in owners + [(float("inf"), float("inf"), None, None)]:
@@ -148,7 +165,8 @@ def run_summary(result: Result, device: str = "") -> str:
     m = Metrics.of(result.metrics)
     return (f"**{result.algorithm}**: {m.new_tokens} tokens in {m.rounds} rounds, {m.tokens_per_s or 0:.1f} "
             f"tokens/s, τ = {m.mean_accepted_length:.2f}"
-            + (f", acceptance {m.acceptance_rate:.0%}" if m.acceptance_rate is not None else "")
+            + (f", accepted {m.verified_acceptance_rate:.0%} of verified and {m.draft_acceptance_rate:.0%} of "
+               "proposed positions" if m.draft_acceptance_rate is not None else "")
             + f" · stopped by {result.stop_reason} · {device}, {result.settings['dtype']}"
             + ("" if result.algorithm == "ar" else " · one run, no baseline: **Compare** measures the speedup "
                "against AR, repeated interleaved"))
@@ -390,7 +408,7 @@ Drafter tokens dropped from its cache: {rnd.drafter_dropped}.{costs} Time: {time
 # ----------------------------------------------------------------------------- tables and badge
 
 SUMMARY_COLUMNS = ["algorithm", "tokens", "tokens/s", "speedup", "predicted speedup", "TTFT (ms)", "TPOT (ms)", "τ",
-                   "acceptance rate", "target forwards", "drafter forwards", "lossless (T=0)"]
+                   "accepted/verified", "accepted/proposed", "target forwards", "drafter forwards", "lossless (T=0)"]
 
 
 def summary_table(results: dict[str, Result], comparison=None) -> pd.DataFrame:
@@ -411,7 +429,8 @@ def summary_table(results: dict[str, Result], comparison=None) -> pd.DataFrame:
             "speedup": rnd(m.tokens_per_s / ar_tps, 2) if ar_tps and m.tokens_per_s else None,
             "predicted speedup": rnd(predicted(res, ar), 2) if ar and name != "ar" else None,
             "TTFT (ms)": ms(m.ttft_s), "TPOT (ms)": ms(m.tpot_s), "τ": rnd(m.mean_accepted_length, 2),
-            "acceptance rate": rnd(m.acceptance_rate), "target forwards": m.target_forwards,
+            "accepted/verified": rnd(m.verified_acceptance_rate),
+            "accepted/proposed": rnd(m.draft_acceptance_rate), "target forwards": m.target_forwards,
             "drafter forwards": m.drafter_forwards,
             "lossless (T=0)": {True: "yes", False: "NO"}.get(same.get(name), "—"),
         })
@@ -481,8 +500,12 @@ def lossless(results: dict[str, Result]) -> dict[str, bool]:
     return {n: r.token_ids == ar.token_ids for n, r in results.items() if n != "ar"}
 
 
-def lossless_badge(results: dict[str, Result]) -> str:
-    """HTML badges: ✓ when an algorithm's tokens equal AR's at temperature 0, ✗ with the first difference."""
+def lossless_badge(results: dict[str, Result], pair=None) -> str:
+    """HTML badges: ✓ when an algorithm's tokens equal AR's at temperature 0, ✗ with the first difference.
+
+    With the ``pair`` the runs came from, each difference is explained below the badges: both tokens and the
+    target's top-2 margin there (:func:`hsd.divergence.first_difference`, one target forward), so a half-precision
+    near-tie reads as one, with float32 as the way to check."""
     ar = results.get("ar")
     if ar is None:
         return '<div class="hsd-badge">Lossless check needs an AR run.</div>'
@@ -490,7 +513,7 @@ def lossless_badge(results: dict[str, Result]) -> str:
         return ('<div class="hsd-badge" style="font-size:1.05em">Sampling (temperature &gt; 0): outputs are random, '
                 'so equality with AR is not expected. Losslessness here means the same <i>distribution</i>; the '
                 'test suite checks it statistically.</div>')
-    badges = []
+    badges, details = [], []
     for name, same in lossless(results).items():
         if same:
             color, text = "#16a34a", f"✓ {name}: identical to AR ({len(ar.token_ids)} tokens)"
@@ -499,11 +522,16 @@ def lossless_badge(results: dict[str, Result]) -> str:
             at = next((i for i, (x, y) in enumerate(zip(other, ar.token_ids)) if x != y),
                       min(len(other), len(ar.token_ids)))
             color, text = "#dc2626", f"✗ {name}: differs from AR at token {at}"
+            diff = first_difference(pair, ar, results[name]) if pair is not None else None
+            if diff is not None:
+                details.append(f'<div class="hsd-divergence" style="font-size:0.9em;margin:4px 0">'
+                               f'{_esc(diff.explain(name))}</div>')
         badges.append(f'<span class="hsd-badge hsd-lossless-{str(same).lower()}" style="display:inline-block;'
                       f'background:{color};color:white;border-radius:999px;padding:4px 14px;margin:3px;'
                       f'font-weight:600">{_esc(text)}</span>')
     dtype = ar.settings.get("dtype", "")
     note = "" if dtype in ("", "float32") else (f" In {dtype}, verifying several positions in one forward can round "
-                                                "differently from one-at-a-time decoding and flip a near-tie.")
+                                                "differently from one-at-a-time decoding and flip a near-tie; compare in "
+                                                "float32 to check.")
     return (f'<div class="hsd-badges"><b>Lossless at temperature 0</b> (token ids equal to AR):<br>{"".join(badges)}'
-            f'<div style="font-size:0.85em;opacity:0.8">{_esc(note)}</div></div>')
+            f'{"".join(details)}<div style="font-size:0.85em;opacity:0.8">{_esc(note)}</div></div>')

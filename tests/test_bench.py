@@ -14,7 +14,7 @@ from hsd.costs import Costs, ideal_decode_seconds
 
 PROMPTS = ['{"prompt": "def fib(n):\\n"}', '{"prompt": "import os\\n\\nclass A:\\n    def f(self):\\n"}']
 COLUMNS = {"temperature", "algorithm", "implementation", "prompts", "new_tokens", "ttft_ms", "tpot_ms", "tokens_per_s",
-           "speedup", "tau", "acceptance_rate", "per_position_acceptance", "target_forwards_per_token",
+           "speedup", "tau", "draft_acceptance_rate", "verified_acceptance_rate", "per_position_acceptance", "target_forwards_per_token",
            "drafter_forwards_per_token", "ideal_tokens_per_s", "efficiency", "cpu_efficiency", "outside_forwards",
            "vs_transformers", "greedy_equals_ar", "note"}
 
