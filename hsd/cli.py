@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from pathlib import Path
 
 from .algorithms import ALGORITHMS
 from .errors import HsdError, InvalidSettingError, PromptError
+from .outfiles import check_output_file, write_output  # noqa: F401 - the subcommands' output files
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -64,31 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_production_parser(sub)  # production: the vLLM / Transformers configuration of a choice (hsd/production.py)
     # --- end issue 16 (b)
     return parser
-
-
-def check_output_file(path: Path | None, flag: str = "--json") -> None:
-    """Fail before any model loads if ``path`` cannot be written (a directory, a missing folder...)."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise InvalidSettingError(f"{flag} {path} is a directory: give a file name, e.g. {path / 'run.json'}.")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise InvalidSettingError(f"{flag} {path}: the folder {parent} does not exist; create it first.")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise InvalidSettingError(f"{flag} {path}: no permission to write there; choose another path.")
-
-
-def write_output(path: Path, text: str, flag: str = "--json") -> int:
-    """Write ``text`` to ``path``; if that fails after the run, print it to stdout so the run is not lost."""
-    try:
-        path.write_text(text, encoding="utf-8")
-        return 0
-    except OSError as exc:
-        print(text)
-        print(f"error: {flag} {path}: {exc.strerror or exc}; the JSON was printed to stdout instead.",
-              file=sys.stderr)
-        return 2
 
 
 def read_prompt_file(path: Path) -> str:

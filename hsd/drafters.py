@@ -475,7 +475,7 @@ def cmd_drafters(args) -> int:
     import torch
 
     from .bench import load_prompts
-    from .cli import check_output_file, write_output
+    from .outfiles import check_output_file, write_output
     from .generate import _check_int
 
     for flag in ("csv", "json", "html"):

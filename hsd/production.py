@@ -455,7 +455,7 @@ def add_production_parser(sub) -> None:
 
 
 def cmd_production(args) -> int:
-    from .cli import check_output_file, write_output
+    from .outfiles import check_output_file, write_output
     from .drafters import resolve_drafter, resolve_target
 
     check_output_file(args.json)
