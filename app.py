@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
-from hsd import forms, lab, planning
+from hsd import forms, lab, planning, policy
 from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, STOPPED  # noqa: F401 - the app's API
 
 try:  # ZeroGPU: the GPU work runs inside @spaces.GPU; elsewhere the decorator does nothing.
@@ -120,10 +120,11 @@ def _run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p,
 
 @_gpu(_run_duration)
 def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-        mode="raw", device="auto", dtype="auto", show_rejected=True, progress=gr.Progress(track_tqdm=True)):
+        mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True,
+        progress=gr.Progress(track_tqdm=True)):
     """Stream one generation round by round (:func:`hsd.lab.run_steps`); each update clears what it does not name."""
     for values in lab.run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead,
-                                max_new_tokens, seed, mode, device, dtype, show_rejected):
+                                max_new_tokens, seed, mode, device, dtype, show_rejected, parse_special):
         slider = (gr.update(maximum=max(0, values.pop("rounds") - 1), value=values["round"]) if "round" in values
                   else gr.update(value=0, maximum=1))
         yield RunOut(**{**values, "round": slider})
@@ -165,10 +166,10 @@ def _compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookah
 
 @_gpu(_compare_duration)
 def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-            device="auto", dtype="auto", progress=gr.Progress(track_tqdm=True)):
+            device="auto", dtype="auto", parse_special=True, progress=gr.Progress(track_tqdm=True)):
     """AR and every applicable algorithm, repeated interleaved (:func:`hsd.lab.compare_steps`); then the figures."""
     for values in lab.compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens,
-                                    seed, mode, device, dtype):
+                                    seed, mode, device, dtype, parse_special):
         yield CompareOut(**values)
 
 
@@ -235,9 +236,9 @@ def preset_changed(label):
     return PAIRS.get(label, ("", ""))
 
 
-def token_room(target, drafter, prompt, mode, device="auto", dtype="auto"):
+def token_room(target, drafter, prompt, mode, device="auto", dtype="auto", parse_special=True):
     """The max-new-tokens box's range for this pair and prompt (the target's context minus the prompt)."""
-    info = lab.token_room(target, drafter, prompt, mode, device, dtype)
+    info = lab.token_room(target, drafter, prompt, mode, device, dtype, parse_special)
     return gr.update() if info is None else gr.update(info=info)
 
 
@@ -273,6 +274,8 @@ def build() -> gr.Blocks:
                 with gr.Accordion("Prompt format, device, dtype", open=False):
                     mode = gr.Radio(["raw", "chat"], value="raw", label="prompt",
                                     info="chat: each model's own chat template")
+                    parse_special = gr.Checkbox(True, label="read special-token text in the prompt as the token",
+                                                info="e.g. <|endoftext|>; off: plain text (raw prompts only)")
                     device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="device")
                     dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="dtype")
             with gr.Column(scale=3):
@@ -340,7 +343,7 @@ def build() -> gr.Blocks:
                           "token)")
         inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
         pair_in, check_out = [target, drafter, device, dtype, algorithm], [report, availability, algorithm]
-        room_in = [target, drafter, prompt, mode, device, dtype]
+        room_in = [target, drafter, prompt, mode, device, dtype, parse_special]
         gpu = dict(concurrency_id="gpu", concurrency_limit=1)
         preset.input(preset_changed, preset, [target, drafter], api_name="preset").then(
             pair_changed, pair_in, check_out, api_visibility="private", **gpu).then(
@@ -357,9 +360,9 @@ def build() -> gr.Blocks:
                            show_rejected, api_visibility="private", queue=False)
         demo.load(check_pair, pair_in, check_out, api_visibility="private", **gpu).then(
             token_room, room_in, max_new_tokens, api_visibility="private")
-        run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected],
+        run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected, parse_special],
                                   [status, output, round_idx, round_view, rounds_plot, state], api_name="run", **gpu)
-        compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs],
+        compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs, parse_special],
                                           [status, badge, speedup, tokens_time, histogram, positions, time_split,
                                            table, csv], api_name="compare", **gpu)
         check_btn.click(check_pair, pair_in, check_out, api_name="check", **gpu).then(
@@ -394,4 +397,6 @@ if ZERO_GPU:  # ZeroGPU wants models placed on cuda at module level; the embedde
         log.exception("could not pre-place the embedded pair")
 
 if __name__ == "__main__":
+    if os.environ.get("GRADIO_SHARE", "").lower() in ("1", "true"):  # a share link is public: hsd/policy.py
+        policy.make_public()
     demo.launch(theme=gr.themes.Soft(), css=CSS)

@@ -230,3 +230,14 @@ def test_production_settings_name_both_engines(model_dirs):
 
 def test_stop_also_ends_a_drafter_comparison_in_progress():
     assert app.stopped("✅ done", "", "⏳ Loading the target…")[2].startswith("⏹")
+
+
+def test_the_special_token_checkbox_reaches_the_run_and_the_output_marks_parsed_text():
+    target, drafter = app.PAIRS[app.EMBEDDED]
+    prompt = "x = 1<|endoftext|>def f():"
+    parsed = list(app.run(target, drafter, "slem", prompt, 0, 0, 1.0, 3, 4, 0, "raw", "cpu", "auto", True, True))[-1]
+    plain = list(app.run(target, drafter, "slem", prompt, 0, 0, 1.0, 3, 4, 0, "raw", "cpu", "auto", True, False))[-1]
+    eos = parsed.state["result"].prompt_ids.count(0)
+    assert parsed.status.startswith("✅") and plain.status.startswith("✅")
+    assert eos > plain.state["result"].prompt_ids.count(0)  # the text became <|endoftext|> (id 0) only when parsed
+    assert "⚑" in parsed.output and "⚑" not in plain.output
