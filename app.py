@@ -255,7 +255,8 @@ def build() -> gr.Blocks:
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
                 preset = gr.Dropdown(list(PAIRS), value=EMBEDDED, label="Model pair (target ← drafter)")
-                target = gr.Textbox(default_target, label="Target (Hub id or local directory)")
+                target = gr.Textbox(default_target, label="Target (Hub id or local directory)",
+                                    info="owner/name@revision pins a branch, tag or commit")
                 drafter = gr.Textbox(default_drafter, label="Drafter (empty: AR only)")
                 algorithm = gr.Radio(ALGOS, value="slem", label="Algorithm", elem_id="hsd-algorithm")
                 check_btn = gr.Button("Check pair", size="sm")

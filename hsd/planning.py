@@ -18,7 +18,7 @@ import torch
 from huggingface_hub import errors as hub_errors
 
 from . import policy
-from .errors import HsdError, ModelNotFoundError, RemoteCodeError, ResourceLimitError
+from .errors import HsdError, InvalidSettingError, ModelNotFoundError, RemoteCodeError, ResourceLimitError
 from .loading import (cache_key, embedded_path, is_loaded, load_pair, offline, release_models, resolve_device,
                       resolve_dtype)
 from .machine import device_name
@@ -135,12 +135,28 @@ def loadable_offline(target: str, drafter: str, device: str = "auto", dtype: str
     return bool(target) and local(target) and (not drafter or local(drafter))
 
 
+def split_revision(name: str | None) -> tuple[str, str | None]:
+    """A form's ``owner/name@revision`` as ``(owner/name, revision)`` (a branch, tag or commit, pinned as
+    ``load_pair(..., target_revision=...)`` pins it); a name without ``@``, or an existing directory whose name
+    holds one, has no revision."""
+    name = (name or "").strip()
+    if "@" not in name or policy.is_dir(name):
+        return name, None
+    base, revision = name.rsplit("@", 1)
+    if not base.strip() or not revision.strip():
+        raise InvalidSettingError(f"{name!r}: write a pinned model as owner/name@revision (a branch, tag or commit), "
+                                  "or leave out the @ for the default branch.")
+    return base.strip(), revision.strip()
+
+
 def loadable_named(target: str, drafter: str, device: str = "auto", dtype: str = "auto", *,
                    public: bool | None = None) -> bool:
     """:func:`loadable_offline` for names as a form holds them; ``False`` for a name :func:`resolve_name` refuses
     (the load, or :func:`plan_named`, then says why), so a handler can call it unguarded."""
     try:
-        return loadable_offline(resolve_name(target, public), resolve_name(drafter, public), device, dtype)
+        (target, t_rev), (drafter, d_rev) = split_revision(target), split_revision(drafter)
+        return not (t_rev or d_rev) and loadable_offline(resolve_name(target, public), resolve_name(drafter, public),
+                                                         device, dtype)
     except HsdError:
         return False
 
@@ -153,8 +169,10 @@ LOCK_TIMEOUT_S = 600
 def plan_named(target: str, drafter: str, device: str = "auto", dtype: str = "auto", *,
                public: bool | None = None) -> str:
     """:func:`plan_load` for names as a form holds them (checked by :func:`resolve_name`, under the public
-    policy when ``public`` or :func:`hsd.policy.is_public`)."""
-    return plan_load(resolve_name(target, public), resolve_name(drafter, public), device, dtype)
+    policy when ``public`` or :func:`hsd.policy.is_public`); ``owner/name@revision`` pins a revision."""
+    (target, t_rev), (drafter, d_rev) = split_revision(target), split_revision(drafter)
+    return plan_load(resolve_name(target, public), resolve_name(drafter, public), device, dtype,
+                     target_revision=t_rev, drafter_revision=d_rev)
 
 
 def load_named_pair(target: str, drafter: str, device: str = "auto", dtype: str = "auto", *,
@@ -162,14 +180,16 @@ def load_named_pair(target: str, drafter: str, device: str = "auto", dtype: str 
     """:func:`hsd.load_pair` (its cache keeps one Pair per loaded models) for names as a form holds them, one
     load at a time. A form never turns ``trust_remote_code`` on: only the repositories the operator names in
     ``HSD_TRUST_REMOTE_CODE`` run their own code (:mod:`hsd.policy`); in a public app, local directories must
-    lie under the allow-list."""
+    lie under the allow-list. ``owner/name@revision`` pins a branch, tag or commit (:func:`split_revision`)."""
+    (target, t_rev), (drafter, d_rev) = split_revision(target), split_revision(drafter)
     target, drafter = resolve_name(target, public), resolve_name(drafter, public)
     if not target:
         raise ModelNotFoundError("No target model: choose a preset or type a Hub id or a local directory.")
     trusted = {name for name in (target, drafter) if policy.trusts_remote_code(name)}
     with _LOAD_LOCK:
         try:
-            return load_pair(target, drafter or None, device=device, dtype=dtype, trust_remote_code=trusted)
+            return load_pair(target, drafter or None, device=device, dtype=dtype, trust_remote_code=trusted,
+                             target_revision=t_rev, drafter_revision=d_rev if drafter else None)
         except RemoteCodeError as exc:
             name = next((n for n in (target, drafter) if n and repr(n) in str(exc)), target)
             raise RemoteCodeError(

@@ -217,3 +217,21 @@ def test_vocab_and_advise_json_record_the_commits(hub, tmp_path, capsys):
     assert main(argv) == 0, capsys.readouterr().err
     pair = json.loads((tmp_path / "advice.json").read_text())["pair"]
     assert (pair["target_commit"], pair["drafter_commit"]) == (V1, MAIN)
+
+
+def test_a_form_pins_a_revision_as_name_at_revision(monkeypatch, tmp_path):
+    from hsd import planning
+
+    assert planning.split_revision(" Qwen/Qwen2.5-0.5B@v1.0 ") == ("Qwen/Qwen2.5-0.5B", "v1.0")
+    assert planning.split_revision("Qwen/Qwen2.5-0.5B") == ("Qwen/Qwen2.5-0.5B", None)
+    odd = tmp_path / "model@2"
+    odd.mkdir()
+    assert planning.split_revision(str(odd)) == (str(odd), None)  # a directory's own name is not split
+    with pytest.raises(hsd.InvalidSettingError, match="owner/name@revision"):
+        planning.split_revision("Qwen/Qwen2.5-0.5B@")
+    seen = {}
+    monkeypatch.setattr(planning, "load_pair", lambda *a, **k: seen.update(k, args=a) or "pair")
+    assert planning.load_named_pair("owner/target@abc123", "owner/drafter@v2") == "pair"
+    assert seen["args"] == ("owner/target", "owner/drafter")
+    assert (seen["target_revision"], seen["drafter_revision"]) == ("abc123", "v2")
+    assert not planning.loadable_named("owner/target@abc123", "")  # a pinned Hub model is checked by the button
