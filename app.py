@@ -321,10 +321,11 @@ def build() -> gr.Blocks:
                                 drafters_algorithm = gr.Dropdown(["best", *(a for a in ALGOS if a != "ar")],
                                                                  value="best", label="algorithm",
                                                                  info="best: each drafter's fastest")
-                                num_prompts = gr.Number(2, label="prompts", precision=0, minimum=1, maximum=16)
+                                num_prompts = gr.Number(2, label="prompts", precision=0, minimum=1, maximum=16,
+                                                        elem_id="hsd-drafters-prompts")
                         drafters_btn = gr.Button("Compare drafters")
                         drafters_status = gr.Markdown(elem_id="hsd-drafters-status")
-                        drafters_plot = gr.Plot(label="drafters")
+                        drafters_plot = gr.Plot(label="drafters", elem_id="hsd-drafters-plot")
                         drafters_table = gr.DataFrame(label="one row per drafter", interactive=False)
                         drafters_csv = gr.File(label="every drafter and algorithm as CSV")
                     with gr.Tab("Compatibility"):

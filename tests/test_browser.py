@@ -166,3 +166,15 @@ def test_walk_the_app_and_stay_coherent(page, shots):
     advice = page.locator("#hsd-advice").inner_text()
     assert "slrs" in advice and "k=12" not in advice
     page.screenshot(path=str(shots / "07-advise.png"), full_page=True)
+
+    page.get_by_role("tab", name="Drafters").click()
+    _set(page, "hsd-drafters-prompts", 1)
+    page.get_by_role("button", name="Compare drafters").click()
+    page.wait_for_function("() => { const t = document.querySelector('#hsd-drafters-status')?.innerText || '';"
+                           " return t.startsWith('✅') || t.startsWith('⚠️'); }")
+    assert page.locator("#hsd-drafters-status").inner_text().startswith("✅ Compared 2 drafter(s)")
+    assert _plot_title(page, "hsd-drafters-plot", wait=True).startswith("Drafters for")
+    page.screenshot(path=str(shots / "08-drafters.png"), full_page=True)
+    page.get_by_role("tab", name="Compatibility").click()
+    page.get_by_role("button", name=re.compile("^Production")).click()
+    page.wait_for_selector("#hsd-production:has-text('vLLM')")
