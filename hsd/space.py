@@ -4,7 +4,8 @@ The files go up over HTTP with ``HfApi.upload_folder``, which sends large files 
 git history holding binaries is ever pushed. What travels is an explicit allow-list (:data:`SPACE_FILES`)
 plus two generated files: the Space card (``README.md``: the repository README's front matter, with
 defaults for any missing key, and its body with links to files that do not travel turned into text) and
-the Space's ``requirements.txt`` (the repository's, less the test-only packages). See docs/app.md, Deploy.
+the Space's ``requirements.txt`` (the repository's, less the test-only packages, with torch pinned to a version
+ZeroGPU supports unless the hardware asked for is not ZeroGPU). See docs/app.md, Deploy.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from .errors import HsdError, InvalidSettingError
+from .zerogpu import SPACE_PYTHON, SPACE_TORCH, SUPPORTED_PYTHON, SUPPORTED_TORCH
 
 SPACE_FILES = (  # patterns relative to the checkout; each must match at least one file
     "app.py",
@@ -32,7 +34,7 @@ SPACE_FILES = (  # patterns relative to the checkout; each must match at least o
 DELETE_PATTERNS = ["*.py", "hsd/*", "assets/*"]  # a module or model removed here is removed from the Space too
 TEST_ONLY = {"pytest", "setuptools"}
 LARGE_BYTES = 10 * 1024 * 1024  # the Hub sends files over 10 MB, and binary files, through Xet/LFS
-FRONT_MATTER_DEFAULTS = {"sdk": "gradio", "app_file": "app.py", "python_version": "3.12", "license": "apache-2.0"}
+FRONT_MATTER_DEFAULTS = {"sdk": "gradio", "app_file": "app.py", "python_version": SPACE_PYTHON, "license": "apache-2.0"}
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)[^)]*\)")
 
@@ -66,9 +68,34 @@ def checkout_root() -> Path:
                    "from the checkout (the folder with app.py and hsd/).")
 
 
-def space_readme(readme: str, uploaded: set[str]) -> str:
+def zerogpu_hardware(hardware: str | None) -> bool:
+    """Whether the Space may run on ZeroGPU: asked for (``zero-*``), or not said (the Space keeps what it has,
+    and README.md suggests ZeroGPU). The files must then suit ZeroGPU; they also run on a CPU."""
+    return hardware is None or hardware.startswith("zero")
+
+
+def _drop_key(block: str, key: str) -> str:
+    """A YAML block without one top-level key (its line, the comment lines right above it and, for a block
+    list, its items)."""
+    out, skipping = [], False
+    for line in block.splitlines():
+        if line.startswith(f"{key}:"):
+            while out and out[-1].startswith("#"):
+                out.pop()
+            skipping = True
+            continue
+        if skipping and (line.startswith((" ", "\t", "-")) or not line.strip()):
+            continue
+        skipping = False
+        out.append(line)
+    return "\n".join(out)
+
+
+def space_readme(readme: str, uploaded: set[str], hardware: str | None = None) -> str:
     """The Space card: the README's front matter (defaults for missing keys) and its body, where a link
-    to a file that does not travel becomes its text and such an image is dropped."""
+    to a file that does not travel becomes its text and such an image is dropped. On ZeroGPU hardware the
+    front matter must name a Python ZeroGPU supports; on CPU hardware ``preload_from_hub`` is left out (the
+    presets it downloads need a GPU: a CPU Space would only spend its build and disk on them)."""
     from huggingface_hub import SpaceCard, SpaceCardData
 
     card = SpaceCard(readme) if readme.startswith("---") else None
@@ -76,6 +103,10 @@ def space_readme(readme: str, uploaded: set[str]) -> str:
     missing = {k: v for k, v in FRONT_MATTER_DEFAULTS.items() if not data.get(k)}
     if data.get("sdk", "gradio") != "gradio":
         raise InvalidSettingError(f"README.md front matter says sdk: {data['sdk']}; the hsd app needs sdk: gradio.")
+    python = str(data.get("python_version") or SPACE_PYTHON)
+    if zerogpu_hardware(hardware) and python not in SUPPORTED_PYTHON:
+        raise InvalidSettingError(f"README.md front matter says python_version: {python}, which ZeroGPU does not "
+                                  f"support: use {' or '.join(SUPPORTED_PYTHON)} (or push with --hardware cpu-basic).")
     if "sdk_version" not in data:
         try:
             missing["sdk_version"] = version("gradio")  # the version the app runs with here
@@ -83,6 +114,8 @@ def space_readme(readme: str, uploaded: set[str]) -> str:
             raise InvalidSettingError("README.md front matter has no sdk_version and gradio is not installed here: "
                                       "add sdk_version (the gradio version the app is tested with).") from None
     own = readme[: len(readme) - len(text)].strip()[3:-3].strip("\n")  # the README's block, as written
+    if hardware is not None and hardware.startswith("cpu"):
+        own = _drop_key(own, "preload_from_hub")
     front = "\n".join(part for part in (own, SpaceCardData(**missing).to_yaml() if missing else "") if part)
 
     def relink(m: re.Match) -> str:
@@ -97,14 +130,26 @@ def space_readme(readme: str, uploaded: set[str]) -> str:
     return f"---\n{front}\n---\n{body}\n"
 
 
-def space_requirements(requirements: str) -> str:
-    """The repository's requirements.txt less the test-only packages."""
-    keep = [line for line in requirements.splitlines()
-            if re.split(r"[\s<>=!~\[;]", line.strip(), maxsplit=1)[0].lower() not in TEST_ONLY]
+def _package(line: str) -> str:
+    return re.split(r"[\s<>=!~\[;]", line.strip(), maxsplit=1)[0].lower()
+
+
+def space_requirements(requirements: str, hardware: str | None = None) -> str:
+    """The repository's requirements.txt less the test-only packages; for ZeroGPU (:func:`zerogpu_hardware`)
+    torch is pinned to :data:`hsd.zerogpu.SPACE_TORCH`, one of the versions ZeroGPU supports, where the
+    repository's own line (kept for any other hardware, and for a local install) admits any recent torch."""
+    keep = []
+    for line in requirements.splitlines():
+        name = _package(line)
+        if name in TEST_ONLY:
+            continue
+        if name == "torch" and zerogpu_hardware(hardware):
+            line = f"torch=={SPACE_TORCH}  # ZeroGPU supports torch {', '.join(SUPPORTED_TORCH)} (hsd/zerogpu.py)"
+        keep.append(line)
     return "\n".join(keep) + "\n"
 
 
-def space_files(root: Path) -> list[SpaceFile]:
+def space_files(root: Path, hardware: str | None = None) -> list[SpaceFile]:
     """Every file the Space gets, in upload order: the allow-listed files, then the generated ones."""
     out: dict[str, SpaceFile] = {}
     for pattern in SPACE_FILES:
@@ -117,7 +162,8 @@ def space_files(root: Path) -> list[SpaceFile]:
                 out[name] = SpaceFile(name, size, is_large(f.read(8000), size), p)
     uploaded = set(out) | {"README.md", "requirements.txt"}
     readme, requirements = ((root / name).read_text(encoding="utf-8") for name in ("README.md", "requirements.txt"))
-    for name, text in [("README.md", space_readme(readme, uploaded)), ("requirements.txt", space_requirements(requirements))]:
+    for name, text in [("README.md", space_readme(readme, uploaded, hardware)),
+                       ("requirements.txt", space_requirements(requirements, hardware))]:
         data = text.encode("utf-8")
         out[name] = SpaceFile(name, len(data), is_large(data, len(data)), content=data)
     return list(out.values())
@@ -125,6 +171,20 @@ def space_files(root: Path) -> list[SpaceFile]:
 
 def _size(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
+
+
+def _settings(files: list[SpaceFile], hardware: str | None) -> list[str]:
+    """What the generated files set, for the dry run: the torch requirement, Python and preloaded models."""
+    from huggingface_hub import SpaceCard
+
+    by_path = {f.path: f for f in files}
+    torch = next((line.split("#")[0].strip() for line in by_path["requirements.txt"].content.decode().splitlines()
+                  if _package(line) == "torch"), "torch (not listed)")
+    data = SpaceCard(by_path["README.md"].content.decode()).data
+    preload = data.get("preload_from_hub") or []
+    target = "ZeroGPU" if zerogpu_hardware(hardware) else hardware
+    return [f"requirements.txt: {torch} (for {target}); README.md: python_version {data.get('python_version')}, "
+            f"preload_from_hub: {', '.join(preload) if preload else 'none'}"]
 
 
 def check_hardware(hardware: str | None) -> None:
@@ -155,23 +215,40 @@ def hub_errors(what: str, repo_id: str, hardware: str | None = None):
                        f"{str(exc).splitlines()[0]}.{hint}") from None
 
 
+def stage(files: list[SpaceFile], folder: Path) -> Path:
+    """Write the upload into ``folder`` as the Space will hold it (generated files included)."""
+    for f in files:
+        dest = Path(folder) / f.path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if f.generated:
+            dest.write_bytes(f.content)
+        else:
+            shutil.copyfile(f.source, dest)
+    return Path(folder)
+
+
 def push(repo_id: str, *, root: Path | None = None, hardware: str | None = None, private: bool = False,
-         dry_run: bool = False, api=None, log=print) -> str:
-    """Create the Space if needed, upload :func:`space_files`, set the hardware if asked; returns its URL."""
+         dry_run: bool = False, out: Path | None = None, api=None, log=print) -> str:
+    """Create the Space if needed, upload :func:`space_files`, set the hardware if asked; returns its URL.
+    ``dry_run``: list the files and send nothing; with ``out``, also write them there (:func:`stage`)."""
     from huggingface_hub import constants
 
     if not REPO_ID.match(repo_id or ""):
         raise InvalidSettingError(f"Space id {repo_id!r}: give it as USER/NAME (or ORG/NAME), e.g. someone/hsd-demo.")
     check_hardware(hardware)
-    files = space_files(root or checkout_root())
+    files = space_files(root or checkout_root(), hardware)
     url = f"{constants.ENDPOINT}/spaces/{repo_id}"
     if dry_run:
         for f in files:
             note = "  (generated)" if f.generated else ""
             log(f"{_size(f.size):>10}  {'large' if f.large else '     '}  {f.path}{note}")
+        for line in _settings(files, hardware):
+            log(line)
         n_large = sum(f.large for f in files)
         log(f"{len(files)} files, {_size(sum(f.size for f in files))}, {n_large} through Xet/LFS; "
             f"hardware {hardware or 'unchanged'}; {'private' if private else 'public'} if created.")
+        if out is not None:
+            log(f"wrote the {len(files)} files to {stage(files, out)}")
         log(f"dry run, nothing sent: {url}")
         return url
     if api is None:
@@ -187,13 +264,7 @@ def push(repo_id: str, *, root: Path | None = None, hardware: str | None = None,
         repo_url = api.create_repo(repo_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
     url = str(getattr(repo_url, "url", None) or repo_url or url)
     with tempfile.TemporaryDirectory(prefix="hsd-space-") as tmp:
-        for f in files:
-            dest = Path(tmp) / f.path
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if f.generated:
-                dest.write_bytes(f.content)
-            else:
-                shutil.copyfile(f.source, dest)
+        stage(files, Path(tmp))
         log(f"uploading {len(files)} files ({_size(sum(f.size for f in files))}) to {repo_id}...")
         with hub_errors("upload", repo_id):
             api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=tmp,
@@ -216,9 +287,13 @@ def add_space_parser(sub) -> None:
     p.add_argument("--hardware", help="cpu-basic (free), zero-a10g (ZeroGPU, PRO), t4-small, ...; default: as it is")
     p.add_argument("--private", action="store_true", help="make the Space private when it is created")
     p.add_argument("--dry-run", action="store_true", help="list the files and sizes; no network, no token")
+    p.add_argument("--out", type=Path, metavar="DIR", help="with --dry-run: also write the files there, as the "
+                   "Space would get them (the generated README.md and requirements.txt included)")
     p.set_defaults(func=cmd_space_push)
 
 
 def cmd_space_push(args) -> int:
-    push(args.repo_id, hardware=args.hardware, private=args.private, dry_run=args.dry_run)
+    if args.out is not None and not args.dry_run:
+        raise InvalidSettingError("--out writes what a push would upload: use it with --dry-run.")
+    push(args.repo_id, hardware=args.hardware, private=args.private, dry_run=args.dry_run, out=args.out)
     return 0

@@ -11,7 +11,7 @@ import pytest
 from huggingface_hub import errors as hub_errors
 
 from hsd import cli, space
-from hsd.errors import HsdError
+from hsd.errors import HsdError, InvalidSettingError
 
 ROOT = Path(__file__).resolve().parent.parent
 LEFT_BEHIND = re.compile(r"^(tests|docs|benchmarks|scripts|bench-out|runs)/|__pycache__|\.pyc$|tiny-code-next|"
@@ -67,6 +67,9 @@ def test_dry_run_lists_each_file_with_size_and_large_flag_offline(no_hub, capsys
     assert not [p for p in rows if LEFT_BEHIND.search(p)]
     assert lines[-1] == "dry run, nothing sent: https://huggingface.co/spaces/someone/hsd-demo"
     assert "hardware zero-a10g" in lines[-2]
+    settings = lines[-3]  # what the generated files set: the torch ZeroGPU supports, its Python, the presets
+    assert settings.startswith("requirements.txt: torch==2.11.0 (for ZeroGPU); README.md: python_version 3.12.12")
+    assert "preload_from_hub: deepseek-ai/DeepSeek-R1-Distill-Qwen-14B" in settings
 
 
 def test_upload_is_the_allow_list_and_nothing_else():
@@ -120,9 +123,45 @@ def test_space_readme_fills_missing_front_matter():
 
 
 def test_space_requirements_drop_test_only_packages():
-    out = space.space_requirements("torch>=2.4\npytest>=8.0\ngradio>=6.0,<7\n")
+    out = space.space_requirements("torch>=2.4\npytest>=8.0\ngradio>=6.0,<7\n", "cpu-basic")
     assert out == "torch>=2.4\ngradio>=6.0,<7\n"
     assert "pytest" not in space.space_requirements((ROOT / "requirements.txt").read_text())
+
+
+@pytest.mark.parametrize("hardware, torch_line", [
+    ("zero-a10g", "torch==2.11.0"),
+    (None, "torch==2.11.0"),  # the Space keeps its hardware, which may be ZeroGPU (README.md suggests it)
+    ("cpu-basic", "torch>=2.4"),  # any other hardware keeps the repository's line
+    ("a10g-small", "torch>=2.4"),
+])
+def test_space_requirements_pin_a_torch_zerogpu_supports(hardware, torch_line):
+    from hsd import zerogpu
+
+    files = {f.path: f for f in space.space_files(ROOT, hardware)}
+    lines = files["requirements.txt"].content.decode().splitlines()
+    torch = [line.split("#")[0].strip() for line in lines if re.match(r"torch\b", line)]
+    assert torch == [torch_line]
+    if torch_line.startswith("torch=="):
+        assert torch_line.removeprefix("torch==") in zerogpu.SUPPORTED_TORCH
+    assert "torch>=2.4" in (ROOT / "requirements.txt").read_text()  # a local CPU install keeps its torch
+    assert [line for line in lines if not re.match(r"torch\b", line)] == \
+        [line for line in (ROOT / "requirements.txt").read_text().splitlines()
+         if not re.match(r"(torch|pytest|setuptools)\b", line)]
+
+
+def test_space_card_for_a_cpu_space_leaves_the_gpu_presets_out():
+    zero = {f.path: f for f in space.space_files(ROOT, "zero-a10g")}["README.md"].content.decode()
+    cpu = {f.path: f for f in space.space_files(ROOT, "cpu-basic")}["README.md"].content.decode()
+    assert "preload_from_hub:" in zero and "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B" in zero.split("---")[1]
+    front = cpu.split("---")[1]
+    assert "preload_from_hub" not in front and "models:" in front and "  - microsoft/phi-4" in front
+    assert 'python_version: "3.12.12"' in zero
+
+
+def test_space_card_refuses_a_python_zerogpu_lacks():
+    with pytest.raises(InvalidSettingError, match="3.10.13 or 3.12.12"):
+        space.space_readme("---\npython_version: '3.11'\n---\n# T\n", set(), "zero-a10g")
+    assert "python_version: '3.11'" in space.space_readme("---\npython_version: '3.11'\n---\n# T\n", set(), "cpu-basic")
 
 
 def test_hub_refusal_becomes_an_hsd_error_that_says_what_to_do():

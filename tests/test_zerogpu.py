@@ -1,0 +1,416 @@
+"""ZeroGPU, with ``SPACES_ZERO_GPU`` set and a stand-in ``spaces`` module: decorated handlers and their durations,
+presets loaded before any GPU call, user models loaded outside it, ZeroGPU's failures as status sentences, the
+Space's front matter and requirements."""
+
+import functools
+import inspect
+import logging
+import os
+import sys
+import types
+from pathlib import Path
+
+import gradio as gr
+import pytest
+from huggingface_hub import SpaceCard
+
+import hsd
+from hsd import cli, loading, planning, zerogpu
+
+ROOT = Path(__file__).resolve().parent.parent
+EMBEDDED = "tiny-code (embedded, offline, CPU)"
+#: the handlers' signatures, which the lead keeps in app.py (each duration function has its handler's)
+SIGNATURES = {
+    "run": ["target", "drafter", "algorithm", "prompt", "temperature", "top_k", "top_p", "lookahead",
+            "max_new_tokens", "seed", "mode", "device", "dtype", "show_rejected", "progress"],
+    "compare": ["target", "drafter", "prompt", "temperature", "top_k", "top_p", "lookahead", "max_new_tokens", "seed",
+                "mode", "device", "dtype", "progress"],
+    "advise_live": ["target", "drafter", "prompt", "temperature", "device", "dtype"],
+}
+
+
+class FakeSpaces(types.ModuleType):
+    """``spaces`` as ZeroGPU runs it, minus the GPU: ``GPU(duration=...)`` records what it decorates; a call
+    computes the duration with the handler's own arguments (as spaces' wrapper does before scheduling), may
+    fail as the scheduler does (``fail``), and marks the handler's run as inside the GPU (``in_gpu``)."""
+
+    def __init__(self):
+        super().__init__("spaces")
+        self.decorated, self.calls, self.fail, self.in_gpu = [], [], [], False
+
+    def GPU(self, task=None, *, duration=None, size=None):  # noqa: N802 - spaces' name
+        def decorate(fn):
+            self.decorated.append((fn.__name__, duration))
+
+            def schedule(args, kwargs):
+                seconds = duration(*args, **kwargs) if callable(duration) else duration
+                self.calls.append((fn.__name__, seconds))
+                if self.fail:
+                    raise self.fail.pop(0)
+
+            if inspect.isgeneratorfunction(fn):
+                @functools.wraps(fn)
+                def wrapper(*args, **kwargs):
+                    schedule(args, kwargs)
+                    self.in_gpu = True
+                    try:
+                        yield from fn(*args, **kwargs)
+                    finally:
+                        self.in_gpu = False
+            else:
+                @functools.wraps(fn)
+                def wrapper(*args, **kwargs):
+                    schedule(args, kwargs)
+                    self.in_gpu = True
+                    try:
+                        return fn(*args, **kwargs)
+                    finally:
+                        self.in_gpu = False
+            return wrapper
+        return decorate if task is None else decorate(task)
+
+
+@pytest.fixture
+def spaces(monkeypatch):
+    fake = FakeSpaces()
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    monkeypatch.setitem(sys.modules, "spaces", fake)
+    return fake
+
+
+@pytest.fixture
+def loads(monkeypatch, spaces):
+    """Every model load, with whether it happened inside a GPU function; the cache starts empty."""
+    seen, real = [], loading._load
+
+    def recording(name, *args, **kwargs):
+        seen.append((name, spaces.in_gpu))
+        return real(name, *args, **kwargs)
+
+    loading.clear_cache()
+    monkeypatch.setattr(loading, "_load", recording)
+    monkeypatch.setattr(loading, "MAX_CACHED_MODELS", loading.MAX_CACHED_MODELS)  # restored after the test
+    yield seen
+    loading.clear_cache()
+
+
+def status(text):
+    return {"status": f"⚠️ {text}"}
+
+
+def handlers():
+    """Handlers shaped like app.py's (same signatures), decorated as the app decorates them."""
+    @zerogpu.gpu(zerogpu.run_duration, on_error=status)
+    def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
+            mode="raw", device="auto", dtype="auto", show_rejected=True, progress=None):
+        pair = planning.load_named_pair(target, drafter, device, dtype)
+        result = hsd.generate(pair, prompt, algorithm=algorithm, max_new_tokens=8, lookahead=int(lookahead),
+                              temperature=temperature, seed=seed)
+        yield {"status": f"✅ {len(result.token_ids)} tokens"}
+
+    @zerogpu.gpu(zerogpu.compare_duration, on_error=status)
+    def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
+                device="auto", dtype="auto", progress=None):
+        yield {"status": "compared"}
+
+    @zerogpu.gpu(zerogpu.advise_duration, on_error=status)
+    def advise_live(target, drafter, prompt, temperature, device="auto", dtype="auto"):
+        yield "advised"
+
+    return run, compare, advise_live
+
+
+def default_args(name):
+    """The app's default request, positionally, as Gradio passes it (the progress tracker included)."""
+    r = {**zerogpu.DEFAULT_REQUEST, "show_rejected": True, "progress": object()}
+    return [r[p] for p in SIGNATURES[name]]
+
+
+# ----------------------------------------------------------------------------- durations
+
+def test_duration_functions_have_their_handlers_signatures():
+    for name, fn in [("run", zerogpu.run_duration), ("compare", zerogpu.compare_duration),
+                     ("advise_live", zerogpu.advise_duration)]:
+        assert list(inspect.signature(fn).parameters) == SIGNATURES[name], name
+
+
+def test_app_handlers_still_have_the_signatures_the_durations_assume():
+    app = pytest.importorskip("app")
+    for name, params in SIGNATURES.items():
+        assert list(inspect.signature(getattr(app, name)).parameters) == params, name
+
+
+def test_handlers_are_decorated_and_the_default_request_fits_an_unauthenticated_quota(spaces):
+    run, compare, advise = handlers()
+    assert [name for name, _ in spaces.decorated] == ["run", "compare", "advise_live"]
+    assert [d for _, d in spaces.decorated] == [zerogpu.run_duration, zerogpu.compare_duration,
+                                                zerogpu.advise_duration]
+    assert inspect.isgeneratorfunction(run) and list(inspect.signature(run).parameters) == SIGNATURES["run"]
+    list(compare(*default_args("compare")))
+    list(advise(*default_args("advise_live")))
+    durations = dict(spaces.calls)
+    table = zerogpu.quota_table()
+    assert durations["compare"] == table["unauthenticated"]["compare_s"]
+    quota = zerogpu.QUOTAS["unauthenticated"]
+    for name in ("compare",):  # the scheduler checks duration x the GPU's factor against the quota left
+        assert round(durations[name] * zerogpu.DURATION_FACTOR) <= quota, durations
+    assert 0 < durations["advise_live"] <= zerogpu.ADVISE_CAP_S
+    # the run's duration: what the stand-in recorded when the handler was called with the default request
+    assert zerogpu.run_duration(*default_args("run")) == table["unauthenticated"]["run_s"]
+    assert round(table["unauthenticated"]["run_s"] * zerogpu.DURATION_FACTOR) <= quota
+    assert table["unauthenticated"]["runs"] >= 3 and table["unauthenticated"]["compares"] >= 1
+
+
+def test_the_quota_numbers_in_docstrings_and_docs_are_the_models():
+    t = zerogpu.quota_table()
+    run_doc, cmp_doc = zerogpu.run_duration.__doc__, zerogpu.compare_duration.__doc__
+    req = {k: round(t["PRO"][f"{k}_s"] * zerogpu.DURATION_FACTOR) for k in ("run", "compare")}
+    assert f"asks\n    for {t['PRO']['run_s']} s, checked against the quota as {req['run']} s" in run_doc
+    assert (f"at least {t['unauthenticated']['runs']} default runs unauthenticated (2 min), "
+            f"{t['free account']['runs']} with a\n    free account (5 min), {t['PRO']['runs']} with PRO or Team "
+            f"(40 min) and {t['Enterprise']['runs']} with Enterprise") in run_doc
+    assert f"asks for {t['PRO']['compare_s']} s, checked as {req['compare']} s" in cmp_doc
+    assert (f"at least {t['unauthenticated']['compares']} a day unauthenticated, {t['free account']['compares']} "
+            f"with a free\n    account, {t['PRO']['compares']} with PRO or Team and {t['Enterprise']['compares']} "
+            f"with Enterprise") in cmp_doc
+    docs = (ROOT / "docs" / "app.md").read_text()
+    deploy = docs[docs.index("## Deploy"):]
+    for tier, row in t.items():
+        assert f"| {tier} | {zerogpu.QUOTAS[tier] // 60} min | {row['runs']} | {row['compares']} |" in deploy, tier
+    assert f"asks for {t['PRO']['run_s']} s" in deploy and f"asks for {t['PRO']['compare_s']} s" in deploy
+
+
+def test_durations_follow_the_request_and_never_fail():
+    base = dict(zip(SIGNATURES["run"], default_args("run")))
+
+    def run(**change):
+        return zerogpu.run_duration(**{**base, **change})
+
+    assert run(max_new_tokens=512) > run() > run(max_new_tokens=8)
+    assert run(algorithm="slrs") > run(algorithm="slem") > run(algorithm="ar")
+    assert run(lookahead=12) > run(lookahead=2)
+    big = dict(target="deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", drafter="double7/vicuna-68m")
+    assert run(**big) > run()
+    assert run(**big, max_new_tokens=1024, algorithm="slrs", lookahead=16) == zerogpu.RUN_CAP_S  # capped
+    for junk in (dict(max_new_tokens=None), dict(lookahead="abc"), dict(target="not a model!"),
+                 dict(algorithm="nope"), dict(prompt=None)):
+        assert isinstance(run(**junk), int) and run(**junk) > 0, junk
+    args = dict(zip(SIGNATURES["compare"], default_args("compare")))
+    assert zerogpu.compare_duration(**{**args, "max_new_tokens": 512}) > zerogpu.compare_duration(**args)
+
+
+def test_the_duration_counts_what_a_fresh_worker_copies_to_its_gpu(monkeypatch):
+    r = zerogpu.DEFAULT_REQUEST
+    args = (r["target"], r["drafter"], "slem", r["prompt"], 5, 96)
+    on = zerogpu.estimate_run(*args, zerogpu=True)
+    off = zerogpu.estimate_run(*args, zerogpu=False)
+    moved = zerogpu.preset_bytes() / zerogpu.MOVE_BANDWIDTH
+    assert on.parts["worker start"] == pytest.approx(zerogpu.WORKER_START_S + moved, rel=0.01)
+    assert off.parts["worker start"] == pytest.approx(zerogpu.WORKER_START_S, rel=0.01)  # the embedded pair only
+
+
+# ----------------------------------------------------------------------------- loading outside the GPU
+
+def test_presets_are_loaded_at_start_up_before_any_gpu_call(spaces, loads, monkeypatch, caplog):
+    monkeypatch.setattr(zerogpu, "preload_device", lambda: "cpu")  # ZeroGPU's cuda, played by the CPU here
+    embedded = zerogpu.startup_presets(zerogpu=False)
+    assert set(embedded) == {EMBEDDED, "tiny-code-bytes (embedded target, byte-level drafter: SLRS at its cheapest)"}
+    presets = {**embedded, "broken": ("no-such-owner/no-such-model", "")}
+    with caplog.at_level(logging.WARNING, logger="hsd.zerogpu"):
+        loaded = zerogpu.preload(presets)
+    assert loaded == list(embedded)  # the broken one is logged, not raised
+    assert "could not preload broken" in caplog.text
+    assert loading.MAX_CACHED_MODELS >= 3 + 1 + 2  # every preset model and one more pair stay cached
+    target, drafter = loading.GALLERY[EMBEDDED]
+    assert zerogpu.pair_loaded(target, drafter, "cpu") and zerogpu.missing_models(target, drafter, "cpu") == []
+    loaded_before = len(loads)  # the three embedded models, and the broken preset's attempt
+    assert loaded_before == 4 and not any(in_gpu for _, in_gpu in loads)
+
+    run, _, _ = handlers()
+    args = default_args("run")
+    args[SIGNATURES["run"].index("device")] = "cpu"
+    out = list(run(*args))
+    assert out[-1]["status"] == "✅ 8 tokens" and spaces.calls[0][0] == "run"
+    assert len(loads) == loaded_before  # the GPU function loaded nothing: the presets were there
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_load_in_progress_when_zerogpu_forks_its_worker_does_not_hang_the_worker(spaces, monkeypatch):
+    monkeypatch.setattr(zerogpu, "preload_device", lambda: "cpu")
+    zerogpu.preload({})  # on ZeroGPU, preload makes hsd's locks fork-safe
+    with planning._LOAD_LOCK, loading._LOCK:  # another visitor's model loading on another thread
+        pid = os.fork()
+        if pid == 0:  # the GPU worker: its first look at the cache takes these locks
+            ok = planning._LOAD_LOCK.acquire(timeout=5) and loading._LOCK.acquire(timeout=5)
+            os._exit(0 if ok else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def test_a_typed_model_is_loaded_in_the_main_process_and_only_generation_runs_on_the_gpu(spaces, loads, model_dirs):
+    target, drafter = model_dirs["target"], model_dirs["drafter"]
+    assert zerogpu.missing_models(target, drafter) == [target, drafter]
+    steps = list(zerogpu.load_steps(target, drafter))
+    assert steps[0].startswith("⏳ Loading") and "outside the GPU queue" in steps[0]
+    assert isinstance(steps[-1], hsd.Pair) and zerogpu.pair_loaded(target, drafter)
+    assert [name for name, in_gpu in loads if not in_gpu] == [target, drafter] and len(loads) == 2
+    assert list(zerogpu.load_steps(target, drafter))[0] is steps[-1]  # loaded: the Pair at once
+
+    run, _, _ = handlers()
+    args = dict(zip(SIGNATURES["run"], default_args("run")), target=target, drafter=drafter, algorithm="tli")
+    assert list(run(**args))[-1]["status"] == "✅ 8 tokens"
+    assert len(loads) == 2  # nothing loaded inside the GPU function
+
+
+def test_a_pair_too_large_for_zerogpu_is_refused_and_one_beside_the_presets_evicts_them(monkeypatch):
+    monkeypatch.setenv("SPACES_ZERO_GPU", "1")
+    with pytest.raises(hsd.errors.ResourceLimitError, match="ZeroGPU"):  # 59 GB of weights
+        zerogpu.make_room("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "microsoft/phi-4", "auto", "auto")
+    evicted = []
+    monkeypatch.setattr(zerogpu, "resident_bytes", lambda: int(zerogpu.preset_bytes()))
+    monkeypatch.setattr(loading, "release_models", lambda keep=(): evicted.append(keep) or 3)
+    assert zerogpu.make_room("microsoft/phi-4", "Qwen/Qwen2.5-0.5B-Instruct", "auto", "auto") == 3
+    assert evicted == [()]
+    assert zerogpu.make_room("Qwen/Qwen2.5-0.5B-Instruct", "", "auto", "auto") == 0  # fits beside them
+
+
+# ----------------------------------------------------------------------------- ZeroGPU's failures
+
+QUOTA = "You have exceeded your ZeroGPU quota (30s requested vs. 12s left). Try again in 3:12:00. "
+
+
+def test_a_quota_error_becomes_a_readable_status_and_the_handler_never_runs(spaces):
+    run, _, _ = handlers()
+    spaces.fail.append(gr.Error(QUOTA, title="ZeroGPU quota exceeded", print_exception=False))
+    out = list(run(*default_args("run")))
+    assert len(out) == 1 and not spaces.in_gpu
+    text = out[0]["status"]
+    assert text.startswith("⚠️ Your daily ZeroGPU quota is used up (this request needs 30 s of GPU time and 12 s "
+                           "are left)")
+    for advice in ("lower max new tokens", "log in to Hugging Face", "resets in 3:12:00", "CPU"):
+        assert advice in text, advice
+
+
+def test_other_errors_pass_through_the_guard(spaces):
+    @zerogpu.gpu(zerogpu.advise_duration, on_error=status)
+    def advise_live(target, drafter, prompt, temperature, device="auto", dtype="auto"):
+        raise ValueError("a bug")
+        yield
+
+    spaces.fail.append(gr.Error("Cannot divide by zero!"))
+    with pytest.raises(gr.Error):
+        list(advise_live("a", "b", "p", 0))
+    with pytest.raises(ValueError, match="a bug"):
+        list(advise_live("a", "b", "p", 0))
+
+
+class HTMLError(gr.Error):  # what spaces raises for a queue timeout
+    pass
+
+
+@pytest.mark.parametrize("exc, kind, says", [
+    (gr.Error(QUOTA, title="ZeroGPU quota exceeded"), "quota", "log in to Hugging Face"),
+    (gr.Error("You have exceeded your free ZeroGPU quota (60s requested vs. 40s left). Try again in 0:20:00. ",
+              title="ZeroGPU quota exceeded"), "quota", "get PRO"),
+    (gr.Error("You have exceeded your Pro ZeroGPU quota (60s requested vs. 0s left). Try again in 1:00:00. ",
+              title="ZeroGPU quota exceeded"), "quota", "add credits"),
+    (gr.Error("You have exceeded your ZeroGPU runs limit. ", title="ZeroGPU quota exceeded"), "runs-limit",
+     "wait until your quota resets"),
+    (gr.Error("Space app has reached its GPU limit. Try re-running outside of examples if it happened after "
+              "clicking one", title="ZeroGPU quota exceeded"), "space-limit", "pass a token"),
+    (gr.Error("No GPU was available after 60s. Try re-running outside of examples if it happened after clicking one",
+              title="ZeroGPU quota exceeded"), "no-gpu", "try again in a minute"),
+    (HTMLError("No GPU was available after 60s. <a href='x'>Create a free account</a>",
+               title="ZeroGPU queue timeout"), "no-gpu", "logged-in visitors wait in a faster queue"),
+    (gr.Error("No GPU was available", title="ZeroGPU client error"), "no-gpu", "try again in a minute"),
+    (gr.Error("The requested GPU duration (450s) is larger than the maximum allowed",
+              title="ZeroGPU illegal duration"), "duration", "lower max new tokens"),
+    (gr.Error("GPU task aborted", title="ZeroGPU worker error"), "aborted", "fewer max new tokens"),
+    (gr.Error("RuntimeError", title="ZeroGPU worker error"), "worker", "RuntimeError"),
+    (gr.Error("Expired ZeroGPU proxy token", title="ZeroGPU client error"), "session", "reload the page"),
+    (gr.Error("You have too many ZeroGPU credits allocated to running tasks. Try again once some of those tasks "
+              "have completed.", title="ZeroGPU pending credits exceeded"), "credits", "finished"),
+    (gr.Error(QUOTA), "quota", "log in"),  # no ZeroGPU title (an old gradio): the message pattern decides
+    (RuntimeError("Connection closed by visitor while queueing"), "left", "reload"),
+])
+def test_each_zerogpu_failure_is_classified_and_says_what_to_do(exc, kind, says):
+    assert zerogpu.classify_gpu_error(exc).kind == kind
+    text = zerogpu.explain_gpu_error(exc)
+    assert says in text and "\n" not in text and text.endswith(".")
+
+
+@pytest.mark.parametrize("exc", [gr.Error("Cannot divide by zero!"), ValueError("GPU task aborted"),
+                                 hsd.errors.HsdError("quota"), RuntimeError("CUDA out of memory")])
+def test_errors_that_are_not_zerogpus_are_left_alone(exc):
+    assert zerogpu.classify_gpu_error(exc) is None and zerogpu.explain_gpu_error(exc) is None
+
+
+def test_the_cpu_space_is_named_when_configured(monkeypatch):
+    monkeypatch.setenv(zerogpu.CPU_SPACE_ENV, "someone/hsd-cpu")
+    assert "https://huggingface.co/spaces/someone/hsd-cpu" in zerogpu.explain_gpu_error(
+        gr.Error(QUOTA, title="ZeroGPU quota exceeded"))
+
+
+def test_without_spaces_the_decorator_is_the_identity(monkeypatch):
+    monkeypatch.setitem(sys.modules, "spaces", None)  # import spaces raises ImportError
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+
+    def f(x):
+        return x
+
+    assert zerogpu.gpu(30)(f) is f and not zerogpu.on_zerogpu()
+    assert zerogpu.gpu(30, on_error=status)(f)(2) == 2
+
+
+# ----------------------------------------------------------------------------- presets and the Space's files
+
+def front_matter():
+    return SpaceCard((ROOT / "README.md").read_text(encoding="utf-8")).data
+
+
+def test_preload_from_hub_lists_exactly_what_the_presets_need():
+    data = front_matter()
+    assert data.preload_from_hub == zerogpu.preload_hub_ids()
+    assert set(zerogpu.preload_hub_ids()) == {n for label, pair in zerogpu.startup_presets(zerogpu=True).items()
+                                               for n in pair if n and loading.embedded_path(n) is None}
+    hub = list(dict.fromkeys(n for pair in loading.GALLERY.values() for n in pair if n and not n.startswith("assets/")))
+    assert data.models == hub  # the Space card links every Hub model it offers
+    assert data.python_version in zerogpu.SUPPORTED_PYTHON and data.python_version == zerogpu.SPACE_PYTHON
+
+
+def test_every_hub_pair_is_described_and_the_preloaded_ones_can_be():
+    hub_labels = [label for label, (t, _) in loading.GALLERY.items() if t and not t.startswith("assets/")]
+    assert sorted(p.label for p in zerogpu.SPACE_PRESETS) == sorted(hub_labels)
+    for p in zerogpu.SPACE_PRESETS:
+        names = [n for n in (p.target, p.drafter) if n]
+        gated = any(n.split("/")[0] in ("google", "meta-llama") for n in names)
+        assert p.gated == gated, p.label
+        assert not (p.preload and p.gated), p.label  # gated models cannot be preloaded
+        assert all(n in zerogpu.HUB_MODELS for n in names), p.label
+        if p.preload:
+            assert p.measured and p.sped_up is not None, p.label  # measured by the paper's benchmark
+            assert all(zerogpu.HUB_MODELS[n][0] * 2 <= zerogpu.GPU_BYTES for n in names)
+    preloaded = [p for p in zerogpu.SPACE_PRESETS if p.preload]
+    assert any(p.sped_up for p in preloaded)
+    assert zerogpu.preset_bytes() <= zerogpu.WEIGHTS_BUDGET < zerogpu.XLARGE_THRESHOLD_BYTES
+    r1 = zerogpu.space_preset("DeepSeek-R1-Distill-Qwen-14B ← vicuna-68m (paper, reasoning)")
+    assert "1.59× with SLEM at T=0" in r1.summary() and "Preloaded on the ZeroGPU Space" in r1.summary()
+    bad = zerogpu.space_preset("Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)")
+    assert "**slower** than AR: 0.17× with SLEM" in bad.summary() and "Gated" in bad.summary()
+    assert zerogpu.space_preset(EMBEDDED) is None and "offline" in zerogpu.preset_note(EMBEDDED)
+    assert zerogpu.preset_note(r1.label) == r1.summary() and zerogpu.preset_note("Custom (type Hub ids or local "
+                                                                                 "directories)") == ""
+
+
+def test_space_push_dry_run_for_zerogpu_writes_requirements_with_a_supported_torch(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    out = tmp_path / "space"
+    assert cli.main(["space", "push", "someone/hsd-demo", "--dry-run", "--hardware", "zero-a10g", "--out", str(out)]) == 0
+    assert "wrote the" in capsys.readouterr().out
+    requirements = (out / "requirements.txt").read_text().splitlines()
+    assert [line.split("#")[0].strip() for line in requirements if line.startswith("torch")] == \
+        [f"torch=={zerogpu.SPACE_TORCH}"]
+    assert zerogpu.SPACE_TORCH in zerogpu.SUPPORTED_TORCH and "pytest" not in "\n".join(requirements)
+    card = SpaceCard((out / "README.md").read_text()).data
+    assert card.python_version == zerogpu.SPACE_PYTHON and card.preload_from_hub == zerogpu.preload_hub_ids()
+    assert (out / "app.py").read_bytes() == (ROOT / "app.py").read_bytes()
+    assert cli.main(["space", "push", "someone/hsd-demo", "--out", str(tmp_path / "x")]) == 2  # only with --dry-run
