@@ -15,16 +15,10 @@ from typing import NamedTuple
 
 import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
-from hsd import forms, lab, planning, policy
+from hsd import forms, lab, planning, policy, zerogpu
 from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, STOPPED  # noqa: F401 - the app's API
 
-try:  # ZeroGPU: the GPU work runs inside @spaces.GPU; elsewhere the decorator does nothing.
-    import spaces
-except ImportError:
-    spaces = None
-
 log = logging.getLogger("hsd.app")
-ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true")
 MAX_NEW_TOKENS = forms.MAX_NEW_TOKENS
 STOP_SETTLE_S = 0.5
 PAPER = "https://arxiv.org/abs/2502.05202"
@@ -94,13 +88,6 @@ class ExampleOut(NamedTuple):
     availability: object
 
 
-def _gpu(duration):
-    """``@spaces.GPU(duration=...)`` on ZeroGPU, nothing elsewhere."""
-    if spaces is None:
-        return lambda fn: fn
-    return spaces.GPU(duration=duration)
-
-
 def _choice(values: dict):
     """The algorithm radio's update from a lab result: its choices and selection, or unchanged."""
     if "choices" not in values:
@@ -114,20 +101,44 @@ def _check_out(values: dict) -> CheckOut:
 
 # ----------------------------------------------------------------------------- handlers
 
-def _run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, *a, **k):
-    return int(min(300, 30 + 0.15 * int(max_new_tokens)))
+# Each long handler is a plain function that checks the form and loads the models here, in the main process
+# (hsd.lab.load_steps: on ZeroGPU a download never holds the GPU), then yields from its GPU part, which
+# @spaces.GPU runs on ZeroGPU with a duration computed from the request (hsd/zerogpu.py) and which is the
+# identity elsewhere; ZeroGPU's own refusals (quota, queue, abort) become the status line.
+
+def _loaded_first(out, target, drafter, device, dtype, check):
+    """Yield ``out`` status updates while loading; return whether the GPU part should run."""
+    for values in lab.load_steps(target, drafter, device, dtype, check):
+        if "status" in values:
+            yield out(status=values["status"])
+        if values.get("failed"):
+            return False
+    return True
 
 
-@_gpu(_run_duration)
+def _run_out(values: dict) -> RunOut:
+    slider = (gr.update(maximum=max(0, values.pop("rounds") - 1), value=values["round"]) if "round" in values
+              else gr.update(value=0, maximum=1))
+    return RunOut(**{**values, "round": slider})
+
+
+@zerogpu.gpu(zerogpu.run_duration, on_error=lambda sentence: RunOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
+def _run_on_device(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
+                   mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, progress=None):
+    for values in lab.run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead,
+                                max_new_tokens, seed, mode, device, dtype, show_rejected, parse_special):
+        yield _run_out(values)
+
+
 def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
         mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True,
         progress=gr.Progress(track_tqdm=True)):
     """Stream one generation round by round (:func:`hsd.lab.run_steps`); each update clears what it does not name."""
-    for values in lab.run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead,
-                                max_new_tokens, seed, mode, device, dtype, show_rejected, parse_special):
-        slider = (gr.update(maximum=max(0, values.pop("rounds") - 1), value=values["round"]) if "round" in values
-                  else gr.update(value=0, maximum=1))
-        yield RunOut(**{**values, "round": slider})
+    args = (target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode,
+            device, dtype, show_rejected, parse_special)
+    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)  # noqa: E731
+    if (yield from _loaded_first(RunOut, target, drafter if algorithm != "ar" else "", device, dtype, check)):
+        yield from _run_on_device(*args)
 
 
 def show_round(state, index):
@@ -160,26 +171,42 @@ def rerender(state, show_rejected):
         return gr.update()
 
 
-def _compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, *a, **k):
-    return int(min(600, 60 + 0.15 * int(max_new_tokens) * len(hsd.ALGORITHMS) * 3))
-
-
-@_gpu(_compare_duration)
-def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-            device="auto", dtype="auto", parse_special=True, progress=gr.Progress(track_tqdm=True)):
-    """AR and every applicable algorithm, repeated interleaved (:func:`hsd.lab.compare_steps`); then the figures."""
+@zerogpu.gpu(zerogpu.compare_duration, on_error=lambda sentence: CompareOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
+def _compare_on_device(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
+                       mode="raw", device="auto", dtype="auto", parse_special=True, progress=None):
     for values in lab.compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens,
                                     seed, mode, device, dtype, parse_special):
         yield CompareOut(**values)
 
 
-@_gpu(600)
-def drafters(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead, max_new_tokens,
-             seed, device="auto", dtype="auto", progress=gr.Progress(track_tqdm=True)):
-    """Several drafters for one target, each against AR in the same run (:func:`hsd.lab.drafters_steps`)."""
+def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
+            device="auto", dtype="auto", parse_special=True, progress=gr.Progress(track_tqdm=True)):
+    """AR and every applicable algorithm, repeated interleaved (:func:`hsd.lab.compare_steps`); then the figures."""
+    args = (target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype,
+            parse_special)
+    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)  # noqa: E731
+    if (yield from _loaded_first(CompareOut, target, drafter, device, dtype, check)):
+        yield from _compare_on_device(*args)
+
+
+@zerogpu.gpu(zerogpu.drafters_duration, on_error=lambda sentence: DraftersOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
+def _drafters_on_device(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead,
+                        max_new_tokens, seed, device="auto", dtype="auto", progress=None):
     for values in lab.drafters_steps(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p,
                                      lookahead, max_new_tokens, seed, device, dtype):
         yield DraftersOut(**values)
+
+
+def drafters(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead, max_new_tokens,
+             seed, device="auto", dtype="auto", progress=gr.Progress(track_tqdm=True)):
+    """Several drafters for one target, each against AR in the same run (:func:`hsd.lab.drafters_steps`)."""
+    args = (target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
+            device, dtype)
+    for drafter in lab.drafter_lines(drafter_names) or [""]:
+        check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x")  # noqa: E731
+        if not (yield from _loaded_first(DraftersOut, target, drafter, device, dtype, check)):
+            return
+    yield from _drafters_on_device(*args)
 
 
 def production(target, drafter, algorithm, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
@@ -219,10 +246,17 @@ def advise_pair(target, drafter, prompt, temperature, device="auto", dtype="auto
     return last
 
 
-@_gpu(300)
+@zerogpu.gpu(zerogpu.advise_duration, on_error=lambda sentence: f"⚠️ **ZeroGPU**: {sentence}")
+def _advise_on_device(target, drafter, prompt, temperature, device="auto", dtype="auto"):
+    yield from lab.advise_text(target, drafter, prompt, temperature, device, dtype)
+
+
 def advise_live(target, drafter, prompt, temperature, device="auto", dtype="auto"):
     """`hsd advise` on this pair and prompt, its progress first (:func:`hsd.lab.advise_text`)."""
-    yield from lab.advise_text(target, drafter, prompt, temperature, device, dtype)
+    check = lambda: forms.check_prompt(prompt)  # noqa: E731
+    status = lambda status: status  # noqa: E731 - advice is one Markdown text
+    if (yield from _loaded_first(status, target, drafter, device, dtype, check)):
+        yield from _advise_on_device(target, drafter, prompt, temperature, device, dtype)
 
 
 def stopped(status, advice, *others):
@@ -233,7 +267,8 @@ def stopped(status, advice, *others):
 
 
 def preset_changed(label):
-    return PAIRS.get(label, ("", ""))
+    """A preset fills both boxes; the line under the choice says what the paper measured for it."""
+    return (*PAIRS.get(label, ("", "")), zerogpu.preset_note(label))
 
 
 def token_room(target, drafter, prompt, mode, device="auto", dtype="auto", parse_special=True):
@@ -255,6 +290,7 @@ def build() -> gr.Blocks:
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
                 preset = gr.Dropdown(list(PAIRS), value=EMBEDDED, label="Model pair (target ← drafter)")
+                preset_note = gr.Markdown(zerogpu.preset_note(EMBEDDED), elem_id="hsd-preset-note")
                 target = gr.Textbox(default_target, label="Target (Hub id or local directory)",
                                     info="owner/name@revision pins a branch, tag or commit")
                 drafter = gr.Textbox(default_drafter, label="Drafter (empty: AR only)")
@@ -347,12 +383,14 @@ def build() -> gr.Blocks:
         pair_in, check_out = [target, drafter, device, dtype, algorithm], [report, availability, algorithm]
         room_in = [target, drafter, prompt, mode, device, dtype, parse_special]
         gpu = dict(concurrency_id="gpu", concurrency_limit=1)
-        preset.input(preset_changed, preset, [target, drafter], api_name="preset").then(
-            pair_changed, pair_in, check_out, api_visibility="private", **gpu).then(
+        # checking a pair loads it on the CPU side and never waits in (or holds) the GPU queue
+        preset.input(preset_changed, preset, [target, drafter, preset_note], api_name="preset").then(
+            pair_changed, pair_in, check_out, api_visibility="private").then(
             token_room, room_in, max_new_tokens, api_visibility="private")
         examples.click(example_chosen, [examples, device, dtype],
                        [preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens, report,
-                        availability], api_visibility="private", **gpu).then(
+                        availability], api_visibility="private").then(
+            zerogpu.preset_note, preset, preset_note, api_visibility="private", queue=False).then(
             token_room, room_in, max_new_tokens, api_visibility="private")
         for box in (target, drafter):  # a new pair: every algorithm is offered until Check pair narrows them
             box.input(lambda: (gr.update(choices=ALGOS), "Pair changed: press **Check pair** to see which "
@@ -360,14 +398,14 @@ def build() -> gr.Blocks:
                       queue=False)
         temperature.change(lambda t: gr.update(value=isinstance(t, (int, float)) and t == 0), temperature,
                            show_rejected, api_visibility="private", queue=False)
-        demo.load(check_pair, pair_in, check_out, api_visibility="private", **gpu).then(
+        demo.load(check_pair, pair_in, check_out, api_visibility="private").then(
             token_room, room_in, max_new_tokens, api_visibility="private")
         run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected, parse_special],
                                   [status, output, round_idx, round_view, rounds_plot, state], api_name="run", **gpu)
         compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs, parse_special],
                                           [status, badge, speedup, tokens_time, histogram, positions, time_split,
                                            table, csv], api_name="compare", **gpu)
-        check_btn.click(check_pair, pair_in, check_out, api_name="check", **gpu).then(
+        check_btn.click(check_pair, pair_in, check_out, api_name="check").then(
             token_room, room_in, max_new_tokens, api_visibility="private")
         prompt.blur(token_room, room_in, max_new_tokens, api_visibility="private")
         advise_event = advise_btn.click(advise_live, [target, drafter, prompt, temperature, device, dtype], advice,
@@ -392,11 +430,8 @@ def build() -> gr.Blocks:
 
 demo = build()
 
-if ZERO_GPU:  # ZeroGPU wants models placed on cuda at module level; the embedded pair is tiny
-    try:
-        get_pair(*PAIRS[EMBEDDED], "cuda", "auto")
-    except Exception:  # noqa: BLE001 - the app still starts; the first run reports the problem
-        log.exception("could not pre-place the embedded pair")
+if zerogpu.on_zerogpu():  # ZeroGPU: the presets load at start-up, in the main process, onto (emulated) cuda
+    zerogpu.preload(log_to=log)
 
 if __name__ == "__main__":
     if os.environ.get("GRADIO_SHARE", "").lower() in ("1", "true"):  # a share link is public: hsd/policy.py

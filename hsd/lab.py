@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 import hsd
-from . import figures, forms, planning, viz
+from . import figures, forms, planning, viz, zerogpu
 from .advise import advise_steps, format_advice
 from .bench import run_each
 from .loading import GALLERY
@@ -32,8 +32,7 @@ NO_RUN = "<i>Run an algorithm to step through its rounds.</i>"
 STOPPED = ("⏹ **Stopped.** The output shows what was generated before the stop; a stopped run has no summary, "
            "round view or comparison.")
 BUSY = ("⏳", "▶️")  # how a status in progress begins
-ADVISE_TOKENS = 64
-ADVISE_LOOKAHEADS = (1, 2, 3, 5, 8)
+ADVISE_TOKENS, ADVISE_LOOKAHEADS = zerogpu.ADVISE_TOKENS, zerogpu.ADVISE_LOOKAHEADS  # its duration assumes them
 COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / ψ: the proposal's probability "
                 "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
 BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
@@ -94,6 +93,32 @@ def output(state: dict, show_rejected: bool) -> str:
                            special_text=state["special_target"], prompt_special=state.get("prompt_special"))
 
 
+def check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt) -> None:
+    """Refuse a form that cannot run (bad numbers, an empty prompt) before anything is loaded for it."""
+    _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
+
+
+def load_steps(target, drafter, device="auto", dtype="auto", check=None) -> Iterator[dict]:
+    """Before a handler's GPU part: ``check()`` the form, then load the pair in this process (on ZeroGPU, the main
+    one: a download never holds the GPU; :func:`hsd.zerogpu.load_steps`), its status lines as they come. A
+    failure ends with its status and ``failed``."""
+    try:
+        if check is not None:
+            check()
+        for item in zerogpu.load_steps(target, drafter, device, dtype):
+            if isinstance(item, str):
+                yield {"status": item}
+    except Exception as exc:
+        yield {"status": error_text(exc), "failed": True}
+
+
+def drafter_lines(text) -> list[str]:
+    """The Drafters tab's box, one drafter per line (a preset's name stands for its drafter), blank lines dropped."""
+    from .drafters import resolve_drafter
+
+    return [resolve_drafter(line.strip()) for line in str(text or "").splitlines() if line.strip()]
+
+
 def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special=True) -> dict:
     return forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
                                    parse_special)
@@ -147,7 +172,7 @@ def compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead,
         pair = planning.load_named_pair(target, drafter, device, dtype)
         forms.check_room(pair, kw)
         with planning.device_lock(str(pair.target.device)):
-            for progress in run_each(pair, hsd.usable_algorithms(pair), **kw):
+            for progress in run_each(pair, hsd.usable_algorithms(pair), **zerogpu.compare_settings(), **kw):
                 if isinstance(progress, str):
                     yield {"status": progress}
             badge = viz.lossless_badge(progress.results, pair)  # a difference costs one target forward: on the device
@@ -287,15 +312,14 @@ def drafters_steps(target, drafters_text, algorithm, num_prompts, temperature, t
     """Several drafters for one target (:func:`hsd.drafters.compare_drafters`) on the first ``num_prompts`` code
     prompts: progress as the status, then the table, the figure and the CSV of every (drafter, algorithm)."""
     from .bench import load_prompts
-    from .drafters import compare_drafters, drafters_figure, drafters_table, resolve_drafter
+    from .drafters import compare_drafters, drafters_figure, drafters_table
 
     try:
         n = forms.in_range("prompts", forms.number("prompts", num_prompts, int), 1, 16)
         kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x")
         kw.pop("prompt", None), kw.pop("messages", None)
         # each name as the app's loader takes it (a public app's allow-list applies: hsd/planning.py)
-        names = [planning.resolve_name(resolve_drafter(line.strip()))
-                 for line in str(drafters_text or "").splitlines() if line.strip()]
+        names = [planning.resolve_name(name) for name in drafter_lines(drafters_text)]
         target = planning.resolve_name(target)
         with planning.device_lock(str(hsd.loading.resolve_device(device))):
             for item in compare_drafters(target, names, load_prompts("code", n), algorithm, device=device,

@@ -401,16 +401,20 @@ def _names(target, drafter) -> tuple[str, str]:
         return "", ""
 
 
+#: quota_table's scenario: a Space just started (the presets resident, nothing else), whatever this process holds
+_ASSUME_FRESH = False
+
+
 def _start_seconds(names: tuple[str, ...], sizes: tuple[Size | None, ...], device, dtype,
                    zerogpu: bool | None) -> float:
     """A fresh worker's start, which copies every tensor on cuda to its GPU: what is there now (before the
     presets are loaded on ZeroGPU, what :func:`preload` will put there) and the models of this request that
     are not loaded yet."""
-    resident, counted = resident_bytes(), set()
+    resident, counted = (0, set()) if _ASSUME_FRESH else (resident_bytes(), set())
     if not resident and _zerogpu(zerogpu):
         resident, counted = preset_bytes(), set(preload_hub_ids())
-    extra = sum(s.params * s.width for name, s in zip(names, sizes)
-                if s is not None and name and name not in counted and not _loaded(name, device, dtype))
+    extra = sum(s.params * s.width for name, s in zip(names, sizes) if s is not None and name
+                and name not in counted and (_ASSUME_FRESH or not _loaded(name, device, dtype)))
     if _zerogpu(zerogpu) and resident + extra > WEIGHTS_BUDGET:  # make_room evicts the others first
         resident, extra = 0, sum(s.params * s.width for name, s in zip(names, sizes) if s is not None and name)
     return WORKER_START_S + (resident + extra) / MOVE_BANDWIDTH
@@ -423,9 +427,9 @@ def _pair_sizes(target: str, drafter: str, device, dtype, zerogpu) -> tuple[Size
     return t, d, _start_seconds((target, drafter), (t, d), device, dtype, zerogpu)
 
 
-def _loaded(name: str, device="auto", dtype="auto") -> bool:
+def _loaded(name: str, device="auto", dtype="auto", revision: str | None = None) -> bool:
     try:
-        return loading.is_loaded(name, device=device, dtype=dtype)
+        return loading.is_loaded(name, device=device, dtype=dtype, revision=revision)
     except Exception:  # noqa: BLE001 - an unknown device or dtype: the handler says why
         return False
 
@@ -457,7 +461,7 @@ def _algorithms(target: str, drafter: str, device, dtype, drafting_only=False) -
     names = list(ALGORITHMS)
     try:
         key = (loading.cache_key(target, None, device, dtype), loading.cache_key(drafter, None, device, dtype))
-        pair = loading._PAIRS.get(key)  # noqa: SLF001 - looked up, never loaded, in a duration
+        pair = None if _ASSUME_FRESH else loading._PAIRS.get(key)  # noqa: SLF001 - looked up, never loaded
         if pair is not None:
             from .algorithms import usable_algorithms
             names = usable_algorithms(pair)
@@ -534,7 +538,8 @@ def _safe(estimate, fallback: int, *args) -> int:
 
 
 def run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-                 mode="raw", device="auto", dtype="auto", show_rejected=True, progress=None) -> int:
+                 mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True,
+                 progress=None) -> int:
     """``@spaces.GPU`` duration of the app's ``run`` (same signature): :func:`estimate_run` with a margin,
     at most :data:`RUN_CAP_S`.
 
@@ -549,7 +554,7 @@ def run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p, 
 
 
 def compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-                     mode="raw", device="auto", dtype="auto", progress=None) -> int:
+                     mode="raw", device="auto", dtype="auto", parse_special=True, progress=None) -> int:
     """``@spaces.GPU`` duration of the app's ``compare`` (same signature): :func:`estimate_compare` with a
     margin, at most :data:`COMPARE_CAP_S`.
 
@@ -559,6 +564,22 @@ def compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahe
     """
     return _safe(estimate_compare, COMPARE_CAP_S, target, drafter, prompt, lookahead, max_new_tokens, mode, device,
                  dtype)
+
+
+def drafters_duration(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead,
+                      max_new_tokens, seed, device="auto", dtype="auto", progress=None) -> int:
+    """``@spaces.GPU`` duration of the app's drafter comparison (same signature): one comparison's estimate
+    (:func:`estimate_compare`, all of the pair's algorithms, for ``best``) per drafter and prompt, at most
+    :data:`COMPARE_CAP_S`. It rarely fits an unauthenticated visitor's quota: the Drafters tab is for
+    logged-in visitors and dedicated hardware."""
+    names = [line.strip() for line in str(drafter_names or "").splitlines() if line.strip()]
+    try:
+        prompts = max(1, int(num_prompts))
+    except (TypeError, ValueError):
+        prompts = 1
+    total = sum(_safe(estimate_compare, COMPARE_CAP_S, target, name, "x" * 200, lookahead, max_new_tokens, "raw",
+                      device, dtype) for name in names[:8])
+    return int(min(COMPARE_CAP_S, max(total * prompts, 10)))
 
 
 def advise_duration(target, drafter, prompt, temperature, device="auto", dtype="auto") -> int:
@@ -578,10 +599,16 @@ def quota_table(factor: float = DURATION_FACTOR) -> dict[str, dict[str, int]]:
     """How many default runs and default comparisons each tier's daily quota allows at least (each call is
     admitted while the quota left covers its requested duration and is charged at most that), from the
     durations of :data:`DEFAULT_REQUEST` with the ZeroGPU presets resident."""
+    global _ASSUME_FRESH
     r = DEFAULT_REQUEST
-    run = estimate_run(r["target"], r["drafter"], r["algorithm"], r["prompt"], r["lookahead"], r["max_new_tokens"],
-                       zerogpu=True)
-    cmp = estimate_compare(r["target"], r["drafter"], r["prompt"], r["lookahead"], r["max_new_tokens"], zerogpu=True)
+    _ASSUME_FRESH = True  # the numbers of a started Space, not of whatever this process has loaded
+    try:
+        run = estimate_run(r["target"], r["drafter"], r["algorithm"], r["prompt"], r["lookahead"],
+                           r["max_new_tokens"], zerogpu=True)
+        cmp = estimate_compare(r["target"], r["drafter"], r["prompt"], r["lookahead"], r["max_new_tokens"],
+                               zerogpu=True)
+    finally:
+        _ASSUME_FRESH = False
     return {tier: {"runs": quota // max(1, run.requested(factor)), "compares": quota // max(1, cmp.requested(factor)),
                    "run_s": run.duration, "compare_s": cmp.duration}
             for tier, quota in QUOTAS.items()}
@@ -775,8 +802,13 @@ def explain_gpu_error(exc: BaseException) -> str | None:
 def missing_models(target, drafter, device="auto", dtype="auto") -> list[str]:
     """The models of a pair (names as a form holds them) that are not loaded yet: what must be loaded, in the
     main process, before a GPU function runs. ``[]`` when the whole pair is in the cache."""
-    target, drafter = planning.resolve_name(target), planning.resolve_name(drafter)
-    return [name for name in (target, drafter) if name and not _loaded(name, device, dtype)]
+    out = []
+    for given in (target, drafter):  # owner/name@revision pins a revision (planning.split_revision)
+        name, revision = planning.split_revision(given)
+        name = planning.resolve_name(name)
+        if name and not _loaded(name, device, dtype, revision):
+            out.append(f"{name}@{revision}" if revision else name)
+    return out
 
 
 def pair_loaded(target, drafter, device="auto", dtype="auto") -> bool:
@@ -817,7 +849,8 @@ def load_steps(target, drafter, device="auto", dtype="auto"):
     if missing:
         plan = planning.plan_named(target, drafter, device, dtype)
         if on_zerogpu():
-            evicted = make_room(planning.resolve_name(target), planning.resolve_name(drafter), device, dtype)
+            evicted = make_room(*(planning.resolve_name(planning.split_revision(n)[0]) for n in (target, drafter)),
+                                device, dtype)
             if evicted:
                 plan += f"\n- evicted {evicted} cached model{'s' * (evicted > 1)} to stay within ZeroGPU's memory"
         yield (f"⏳ Loading {', '.join(f'`{m}`' for m in missing)} outside the GPU queue (first time only; a download "

@@ -22,9 +22,9 @@ EMBEDDED = "tiny-code (embedded, offline, CPU)"
 #: the handlers' signatures, which the lead keeps in app.py (each duration function has its handler's)
 SIGNATURES = {
     "run": ["target", "drafter", "algorithm", "prompt", "temperature", "top_k", "top_p", "lookahead",
-            "max_new_tokens", "seed", "mode", "device", "dtype", "show_rejected", "progress"],
+            "max_new_tokens", "seed", "mode", "device", "dtype", "show_rejected", "parse_special", "progress"],
     "compare": ["target", "drafter", "prompt", "temperature", "top_k", "top_p", "lookahead", "max_new_tokens", "seed",
-                "mode", "device", "dtype", "progress"],
+                "mode", "device", "dtype", "parse_special", "progress"],
     "advise_live": ["target", "drafter", "prompt", "temperature", "device", "dtype"],
 }
 
@@ -102,7 +102,7 @@ def handlers():
     """Handlers shaped like app.py's (same signatures), decorated as the app decorates them."""
     @zerogpu.gpu(zerogpu.run_duration, on_error=status)
     def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-            mode="raw", device="auto", dtype="auto", show_rejected=True, progress=None):
+            mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, progress=None):
         pair = planning.load_named_pair(target, drafter, device, dtype)
         result = hsd.generate(pair, prompt, algorithm=algorithm, max_new_tokens=8, lookahead=int(lookahead),
                               temperature=temperature, seed=seed)
@@ -110,7 +110,7 @@ def handlers():
 
     @zerogpu.gpu(zerogpu.compare_duration, on_error=status)
     def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-                device="auto", dtype="auto", progress=None):
+                device="auto", dtype="auto", parse_special=True, progress=None):
         yield {"status": "compared"}
 
     @zerogpu.gpu(zerogpu.advise_duration, on_error=status)
@@ -122,7 +122,7 @@ def handlers():
 
 def default_args(name):
     """The app's default request, positionally, as Gradio passes it (the progress tracker included)."""
-    r = {**zerogpu.DEFAULT_REQUEST, "show_rejected": True, "progress": object()}
+    r = {**zerogpu.DEFAULT_REQUEST, "show_rejected": True, "parse_special": True, "progress": object()}
     return [r[p] for p in SIGNATURES[name]]
 
 
@@ -150,13 +150,14 @@ def test_handlers_are_decorated_and_the_default_request_fits_an_unauthenticated_
     list(advise(*default_args("advise_live")))
     durations = dict(spaces.calls)
     table = zerogpu.quota_table()
-    assert durations["compare"] == table["unauthenticated"]["compare_s"]
+    # the table is a started Space's bound (every algorithm assumed); a checked pair may need fewer
+    assert 0 < durations["compare"] <= table["unauthenticated"]["compare_s"]
     quota = zerogpu.QUOTAS["unauthenticated"]
     for name in ("compare",):  # the scheduler checks duration x the GPU's factor against the quota left
         assert round(durations[name] * zerogpu.DURATION_FACTOR) <= quota, durations
     assert 0 < durations["advise_live"] <= zerogpu.ADVISE_CAP_S
     # the run's duration: what the stand-in recorded when the handler was called with the default request
-    assert zerogpu.run_duration(*default_args("run")) == table["unauthenticated"]["run_s"]
+    assert 0 < zerogpu.run_duration(*default_args("run")) <= table["unauthenticated"]["run_s"]
     assert round(table["unauthenticated"]["run_s"] * zerogpu.DURATION_FACTOR) <= quota
     assert table["unauthenticated"]["runs"] >= 3 and table["unauthenticated"]["compares"] >= 1
 
@@ -414,3 +415,38 @@ def test_space_push_dry_run_for_zerogpu_writes_requirements_with_a_supported_tor
     assert card.python_version == zerogpu.SPACE_PYTHON and card.preload_from_hub == zerogpu.preload_hub_ids()
     assert (out / "app.py").read_bytes() == (ROOT / "app.py").read_bytes()
     assert cli.main(["space", "push", "someone/hsd-demo", "--out", str(tmp_path / "x")]) == 2  # only with --dry-run
+
+
+def test_the_app_loads_outside_its_gpu_functions_and_reports_a_quota_error(spaces, loads, monkeypatch):
+    """app.py as a ZeroGPU Space runs it: its GPU parts are decorated with the durations, the models load in the
+    main process before the GPU part starts, and ZeroGPU's own refusal becomes the status line."""
+    import importlib
+
+    import app
+
+    preloaded = []
+    monkeypatch.setattr(zerogpu, "preload", lambda **k: preloaded.append(k) or [])
+    try:
+        importlib.reload(app)  # decorated again, now with the stand-in spaces
+        names = [name for name, _ in spaces.decorated]
+        assert names == ["_run_on_device", "_compare_on_device", "_drafters_on_device", "_advise_on_device"]
+        for name in ("run", "compare", "advise_live"):
+            gpu_part = {"run": app._run_on_device, "compare": app._compare_on_device,
+                        "advise_live": app._advise_on_device}[name]
+            assert list(inspect.signature(gpu_part).parameters) == SIGNATURES[name], name
+        assert preloaded, "the presets load at start-up on ZeroGPU"
+        target, drafter = loading.GALLERY[EMBEDDED]
+        out = list(app.run(target, drafter, "slem", "def f(x):", 0, 0, 1.0, 3, 8, 0, "raw", "cpu", "auto"))
+        assert out[-1].status.startswith("✅"), out[-1].status
+        assert loads and not any(inside for _, inside in loads)  # every load before the GPU part
+        assert spaces.calls[-1][0] == "_run_on_device" and 0 < spaces.calls[-1][1] <= zerogpu.RUN_CAP_S
+        spaces.fail.append(gr.Error(QUOTA, title="ZeroGPU quota exceeded", print_exception=False))
+        refused = list(app.run(target, drafter, "slem", "def f(x):", 0, 0, 1.0, 3, 8, 0, "raw", "cpu", "auto"))
+        assert refused[-1].status.startswith("⚠️ **ZeroGPU**") and "quota" in refused[-1].status.lower()
+        bad = list(app.run(target, drafter, "slem", "def f(x):", -1, 0, 1.0, 3, 8, 0, "raw", "cpu", "auto"))
+        assert "temperature" in bad[-1].status  # refused before the GPU part: no third call was scheduled
+        assert len([c for c in spaces.calls if c[0] == "_run_on_device"]) == 2
+    finally:
+        monkeypatch.delitem(sys.modules, "spaces")
+        monkeypatch.delenv("SPACES_ZERO_GPU")
+        importlib.reload(app)
