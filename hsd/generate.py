@@ -14,6 +14,7 @@ from .metrics import summarize_trace
 from .sampling import Rng, Sampling
 from .session import Session, Settings
 from .trace import Result, Round
+from .verify import TOP, Recorder
 
 MAX_LOOKAHEAD = 64
 MAX_NEW_TOKENS = 4096
@@ -112,20 +113,13 @@ def _check_prompt(prompt, messages) -> None:
             _check_unicode(m["content"], f"content of message {i}")
 
 
-def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None = None, algorithm: str = "slem",
-           max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-           lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
-           slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None,
-           parse_special: bool = True) -> Iterator[Round | Result]:
-    """Run one generation, yielding each :class:`Round` as it completes, then the :class:`Result`.
-
-    ``parse_special=False`` reads special-token text in a raw prompt (``<|endoftext|>``) as plain text, for the
-    target and the drafter alike; the default, ``True``, is Transformers' (see :func:`special_spans`).
-
-    ``slrs_max_paths`` (drafter paths per ψ; a token needing more is proposed as ⊥) and ``slrs_max_forwards``
-    (drafting forwards per round) bound SLRS's cost without ever stopping a run (see ``docs/slrs.md``).
-    """
-    called = time.perf_counter()  # TTFT counts from the call, as the paper's harness does
+def open_session(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None = None,
+                 algorithm: str = "slem", max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
+                 top_p: float = 1.0, lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
+                 slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None,
+                 parse_special: bool = True, record_distributions: bool | int = False) -> Session:
+    """Check every setting of :func:`stream` and build its :class:`Session`, not prefilled yet (:mod:`hsd.lossless`
+    runs one session's first round many times)."""
     check_algorithm(pair, algorithm)
     _check_prompt(prompt, messages)
     if not isinstance(parse_special, bool):
@@ -138,6 +132,8 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
     _check_int("lookahead", lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
     _check_int("seed", seed, -2**63, 2**63 - 1, "any integer")
+    top = TOP if record_distributions is True else record_distributions or 0
+    _check_int("record_distributions", top, 0, 10**6, "True, False, or tokens to keep per position")
     spec = ALGORITHMS[algorithm]
     for name, value in (("slrs_max_paths", slrs_max_paths), ("slrs_max_forwards", slrs_max_forwards)):
         if value is not None:
@@ -163,6 +159,38 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
         # every round is target-only, as when it fills up mid-run (DrafterContext.full); the output is the same.
     settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling, slrs_max_paths, slrs_max_forwards)
     s = Session(pair, settings, prompt_ids, drafter_ids, Rng(seed))
+    if top:
+        vocab = pair.target.vocab
+        s.recorder = Recorder(vocab.tokens, vocab.special_text, spec.proposal_symbol, top)
+    return s
+
+
+def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None = None, algorithm: str = "slem",
+           max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+           lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
+           slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None,
+           parse_special: bool = True, record_distributions: bool | int = False) -> Iterator[Round | Result]:
+    """Run one generation, yielding each :class:`Round` as it completes, then the :class:`Result`.
+
+    ``parse_special=False`` reads special-token text in a raw prompt (``<|endoftext|>``) as plain text, for the
+    target and the drafter alike; the default, ``True``, is Transformers' (see :func:`special_spans`).
+
+    ``slrs_max_paths`` (drafter paths per ψ; a token needing more is proposed as ⊥) and ``slrs_max_forwards``
+    (drafting forwards per round) bound SLRS's cost without ever stopping a run (see ``docs/slrs.md``).
+    ``record_distributions`` (off by default) keeps, on every verified position, what the rejection-sampling
+    picture needs (``Position.dist``, :mod:`hsd.picture`): ``True`` for the target's 20 most probable tokens,
+    or a number of tokens. The output is the same either way; SLRS then also evaluates ψ on each verified
+    position's whole support, which its ψ counters include.
+    """
+    called = time.perf_counter()  # TTFT counts from the call, as the paper's harness does
+    s = open_session(pair, prompt, messages=messages, algorithm=algorithm, max_new_tokens=max_new_tokens,
+                     temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead, seed=seed,
+                     drafter_temperature=drafter_temperature, slrs_max_paths=slrs_max_paths,
+                     slrs_max_forwards=slrs_max_forwards, parse_special=parse_special,
+                     record_distributions=record_distributions)
+    spec = ALGORITHMS[algorithm]
+    prompt_ids = s.ids[:s.prompt_len]
+    top = s.recorder.top if s.recorder else 0
     s.clock.start = s.clock.mark = called  # prompt encoding counts as prefill
     with torch.inference_mode():
         s.prefill()
@@ -186,7 +214,8 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
                   "max_new_tokens": max_new_tokens, "seed": seed, "drafter_temperature": drafter_temperature,
                   "parse_special": parse_special,
                   **pair.provenance(),  # names, revisions asked for, commits loaded
-                  "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", "")},
+                  "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", ""),
+                  **({"record_distributions": top} if top else {})},
         stop_reason=s.stop_reason, prefill={"seconds": s.prefill_seconds, **prefill_forwards})
 
 

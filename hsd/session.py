@@ -18,6 +18,7 @@ from .retokenize import Retokenizer
 from .runner import Runner
 from .sampling import Rng, Sampling, pick
 from .trace import Emitted, Round
+from .verify import Recorder
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,12 @@ class DrafterContext:
         probs = torch.stack(rows) if rows else torch.empty(0, self.model.n_logits, device=self.runner.device)
         return tokens, probs
 
+    def rewind(self) -> None:
+        """Back to the prompt, as right after :meth:`prefill` (the cache is cropped, never refilled)."""
+        del self.ids[self.gen_start:]
+        self.synced, self.spelled = 0, b""
+        self.runner.crop(max(len(self.ids) - 1, 0))
+
     def full(self) -> bool:
         limit = self.model.context_length
         return limit is not None and max(len(self.ids), len(self.runner)) + 1 >= limit
@@ -178,6 +185,7 @@ class Session:
         self.clock = Clock(pair.target.device)
         self.rounds: list[Round] = []
         self.prefill_seconds = 0.0
+        self.recorder: Recorder | None = None  # set when a run records the rejection-sampling picture
 
     @property
     def n_generated(self) -> int:
@@ -193,6 +201,19 @@ class Session:
         if self.drafter is not None:
             self.drafter.prefill()
         self.prefill_seconds = self.clock.split()
+
+    def rewind(self, rng: Rng) -> None:
+        """Back to the state right after :meth:`prefill`, drawing from ``rng``: nothing generated, no rounds, the
+        caches cropped to the prompt. A first round run again needs no new prefill (:mod:`hsd.lossless` draws
+        the next token many times so)."""
+        del self.ids[self.prompt_len:]
+        self.generated = bytearray()
+        self.stop_reason = None
+        self.rounds = []
+        self.rng = rng
+        self.target.crop(max(self.prompt_len - 1, 0))
+        if self.drafter is not None:
+            self.drafter.rewind()
 
     def target_probs(self, proposal: list[int]) -> torch.Tensor:
         """One target forward over ``[ids[-1]] + proposal``: ``p_1 .. p_{m+1}``, ``[m+1, V]``."""

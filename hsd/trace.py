@@ -28,6 +28,36 @@ class Span:
 
 
 @dataclass
+class Distributions:
+    """What the rejection-sampling picture of one verified position needs (:mod:`hsd.picture`), recorded only
+    when a run asks for it (``record_distributions``), over the tokens worth showing: the target's ``top``
+    most probable, the proposal's and the residual's most probable, the proposed and the emitted token.
+
+    ``p`` is the target's distribution after temperature / top-k / top-p; ``proposal`` what verification
+    tested against it: ``q`` (SD), ``q′`` (TLI), ``ψ′`` (SLRS: ψ on the target's likely light tokens, 0
+    elsewhere, the rest of its mass on ⊥), or for SLEM's exact match a point mass on the proposed token
+    (the target's own sample equals it with probability ``p(t)``: rejection sampling against that point
+    mass). ``residual`` is ``max(0, p − proposal)`` renormalised, what a rejection samples from. The
+    ``*_rest`` fields are each distribution's mass on the tokens not listed. ``accepted_mass`` is
+    ``Σ min(p, proposal)`` over the whole vocabulary (``1 − TV(p, proposal)`` when the proposal sums to 1):
+    the chance that a fresh proposal is accepted here."""
+
+    ids: list[int]
+    text: list[str]  # each token's text; a part of a UTF-8 character as ⟨hex⟩, a special token as ⟨name⟩
+    p: list[float]
+    proposal: list[float]
+    residual: list[float]
+    p_rest: float
+    proposal_rest: float
+    residual_rest: float
+    accepted_mass: float
+    token: int  # the proposed token (-1: SLRS's ⊥ without a token)
+    emitted: int | None  # what the target emitted here: the proposal if accepted, else its correction
+    rule: str  # "rejection" (SD, TLI, SLRS) or "exact match" (SLEM)
+    symbol: str = "q"  # the proposal's name in pictures: q (SD), q′ (TLI), ψ (SLRS), δ (SLEM's point mass)
+
+
+@dataclass
 class Position:
     """Verification of one proposed target token."""
 
@@ -41,6 +71,7 @@ class Position:
     # the target's most probable tokens here), "no token" or "context full"; "" for an ordinary proposal
     bottom: str = ""
     paths: int | None = None  # SLRS only: drafter paths spent on ψ at this position (proposal and residual)
+    dist: Distributions | None = None  # only with record_distributions, on verified positions
 
 
 @dataclass
@@ -91,6 +122,9 @@ class Round:
         d["rejected"] = text(self.rejected)
         for e in d["emitted"]:
             e["text"] = text(e["text"])
+        for pos in d["positions"]:
+            if pos["dist"] is None:  # recorded only on request: ordinary traces keep their keys
+                del pos["dist"]
         return d
 
 

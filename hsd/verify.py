@@ -13,6 +13,11 @@ Two rules, both lossless:
 
 Inputs are tensors on the target's device; one host synchronisation per call (per verified position
 for :func:`sequential_rejection`).
+
+Each rule takes an optional :class:`Recorder` (``record``): when a run asks for the rejection-sampling
+picture (``record_distributions``), the rule hands it each verified position's ``p`` and proposal, and the
+recorder keeps what :mod:`hsd.picture` draws. It only reads what the rule computed and draws nothing from
+the rng, so the output is the same with or without it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,62 @@ from dataclasses import dataclass
 import torch
 
 from .sampling import Rng, Sampling, pick
-from .trace import Position
+from .trace import Distributions, Position
+
+TOP = 20  # a recorded picture keeps the target's TOP most probable tokens ...
+SIDE = 5  # ... and the proposal's and the residual's SIDE most probable
+
+
+def token_text(data: bytes | None, name: str | None = None) -> str:
+    """A token's text for a picture: its characters, ⟨hex⟩ if it is not whole UTF-8, ⟨name⟩ if special."""
+    if not data:
+        return f"⟨{name or 'special'}⟩"
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "⟨" + data.hex(" ") + "⟩"
+
+
+class Recorder:
+    """Keeps each verified position's :class:`~hsd.trace.Distributions` (the target's vocabulary: ``tokens``
+    its bytes, ``special_text`` the names of its special tokens; ``symbol`` the proposal's name)."""
+
+    def __init__(self, tokens: list[bytes | None], special_text: dict[int, str] | None = None,
+                 symbol: str | None = "q", top: int = TOP):
+        self.tokens, self.special_text, self.symbol, self.top = tokens, special_text or {}, symbol, top
+
+    def position(self, p: torch.Tensor, q: torch.Tensor, token: int, emitted: int | None,
+                 rule: str = "rejection") -> Distributions:
+        """``p`` and the proposal ``q`` (rows over the target vocabulary) of one verified position."""
+        r = torch.clamp(p - q, min=0)
+        accepted = float(torch.minimum(p, q).sum())
+        r = r / r.sum() if float(r.sum()) > 0 else p  # what :func:`residual` samples from
+        size = p.shape[-1]
+        chosen: dict[int, None] = {}
+        for row, k in ((p, self.top), (q, SIDE), (r, SIDE)):
+            values, ids = row.topk(min(k, size))
+            chosen.update((i, None) for v, i in zip(values.tolist(), ids.tolist()) if v > 0)
+        chosen.update((t, None) for t in (token, emitted) if t is not None and 0 <= t < size)
+        ids = list(chosen)
+        index = torch.tensor(ids, dtype=torch.long, device=p.device)
+        pv, qv, rv = (row[index].tolist() for row in (p, q, r))
+        order = sorted(range(len(ids)), key=lambda j: (-pv[j], -qv[j], ids[j]))
+        ids, pv, qv, rv = ([xs[j] for j in order] for xs in (ids, pv, qv, rv))
+        text = [token_text(self.tokens[i] if i < len(self.tokens) else None, self.special_text.get(i)) for i in ids]
+        symbol = "δ" if rule == "exact match" else self.symbol or "q"
+        return Distributions(ids, text, pv, qv, rv, max(0.0, 1 - sum(pv)), max(0.0, 1 - sum(qv)),
+                             max(0.0, 1 - sum(rv)), accepted, int(token), emitted, rule, symbol)
+
+
+def _record(record: Recorder | None, positions: list[Position], n: int, m: int, token: int, row) -> None:
+    """Give each verified position (the accepted ones and the first rejected one) its distributions:
+    ``row(i)`` = ``(p_i, proposal_i, rule)``; the emitted token is the proposal, or ``token`` at a rejection."""
+    if record is None:
+        return
+    for i in range(min(n + 1, m)):
+        p_i, q_i, rule = row(i)
+        positions[i].dist = record.position(p_i, q_i, positions[i].token, positions[i].token if i < n else token,
+                                            rule)
 
 
 @dataclass
@@ -49,7 +109,8 @@ def _positions(tokens, p_t, q_t, accept, n_accepted, n_checked) -> list[Position
     return out
 
 
-def rejection(p: torch.Tensor, q: torch.Tensor, proposal: list[int], sampling: Sampling, rng: Rng) -> Verdict:
+def rejection(p: torch.Tensor, q: torch.Tensor, proposal: list[int], sampling: Sampling, rng: Rng,
+              record: Recorder | None = None) -> Verdict:
     """Speculative sampling. ``p``: ``[m+1, V]`` target distributions, ``q``: ``[m, V]`` proposal
     distributions over the same (target) vocabulary, ``proposal``: the ``m`` sampled tokens."""
     m = len(proposal)
@@ -66,7 +127,9 @@ def rejection(p: torch.Tensor, q: torch.Tensor, proposal: list[int], sampling: S
     else:
         token = int(pick(p[m:m + 1], sampling, rng)[0])
         label = "bonus"
-    return Verdict(n, token, label, _positions(proposal, p_t.tolist(), q_t.tolist(), accept.tolist(), n, min(n + 1, m)))
+    positions = _positions(proposal, p_t.tolist(), q_t.tolist(), accept.tolist(), n, min(n + 1, m))
+    _record(record, positions, n, m, token, lambda i: (p[i], q[i], "rejection"))
+    return Verdict(n, token, label, positions)
 
 
 def residual_by_rejection(p: torch.Tensor, q_of: Callable[[int], float], support: list[int], sampling: Sampling,
@@ -98,12 +161,13 @@ def residual_by_rejection(p: torch.Tensor, q_of: Callable[[int], float], support
 
 def sequential_rejection(p: torch.Tensor, proposal: list[int], q_of: Callable[[int, int], float],
                          support_of: Callable[[int], list[int]], sampling: Sampling, rng: Rng,
-                         max_draws: int) -> tuple[Verdict, int]:
+                         max_draws: int, record: Recorder | None = None) -> tuple[Verdict, int]:
     """:func:`rejection` with the proposal probability asked lazily: ``q_of(i, t)`` = ``q_i(t)``, only for
     positions that are verified and for residual candidates; ``support_of(i)`` = the tokens where
     ``q_i`` may be positive. A negative id in ``proposal`` is ``⊥``: no target token, always rejected.
     ``p``: ``[m+1, V]``, or ``[m, V]`` when the last proposal is ``⊥`` (nothing after it is verified).
-    Returns the verdict and the residual's draws from ``p``."""
+    Returns the verdict and the residual's draws from ``p``. A recorded position evaluates ``q`` on its
+    whole support (after verification, so nothing above changes)."""
     m = len(proposal)
     p_t, q_t, accept = [], [], []
     n, draws = 0, 0
@@ -129,12 +193,22 @@ def sequential_rejection(p: torch.Tensor, proposal: list[int], q_of: Callable[[i
     positions = _positions(proposal, p_t, None, accept, n, min(n + 1, m))
     for pos, q in zip(positions, q_t):
         pos.q = q
+
+    def dense(i: int):  # q is 0 outside the support: a full row from the support's values
+        row = torch.zeros_like(p[i])
+        for u in dict.fromkeys(support_of(i) + ([proposal[i]] if proposal[i] >= 0 else [])):
+            row[u] = q_of(i, u)
+        return p[i], row, "rejection"
+
+    _record(record, positions, n, m, token, dense)
     return Verdict(n, token, label, positions), draws
 
 
 def exact_match(p: torch.Tensor, proposal: list[int], sampling: Sampling, rng: Rng,
-                q_t: list[float] | None = None) -> Verdict:
-    """SLEM verification. ``p``: ``[m+1, V]``; the target samples every position once."""
+                q_t: list[float] | None = None, record: Recorder | None = None) -> Verdict:
+    """SLEM verification. ``p``: ``[m+1, V]``; the target samples every position once. (As a picture, the
+    proposal is a point mass on the proposed token: the target's own sample matches it with probability
+    ``p(t)``, and a mismatch is a draw from ``p`` without ``t``, the residual.)"""
     m = len(proposal)
     own = pick(p, sampling, rng).tolist()
     n = 0
@@ -143,4 +217,12 @@ def exact_match(p: torch.Tensor, proposal: list[int], sampling: Sampling, rng: R
     idx = torch.tensor(proposal, dtype=torch.long, device=p.device)
     p_t = p[torch.arange(m, device=p.device), idx].tolist() if m else []
     label = "bonus" if n == m else "corrected"
-    return Verdict(n, own[n], label, _positions(proposal, p_t, q_t, p_t, n, min(n + 1, m)))
+    positions = _positions(proposal, p_t, q_t, p_t, n, min(n + 1, m))
+
+    def point_mass(i: int):
+        row = torch.zeros_like(p[i])
+        row[proposal[i]] = 1.0
+        return p[i], row, "exact match"
+
+    _record(record, positions, n, m, own[n], point_mass)
+    return Verdict(n, own[n], label, positions)

@@ -27,7 +27,7 @@ def step(s: Session) -> Round:
     q_target[:, :width] = q[:, :width].to(q_target.device)
     # 2-4. One target forward; accept with min(1, p/q); residual or bonus.
     p = s.target_probs(drafted)
-    v = verify.rejection(p, q_target, drafted, s.settings.sampling, s.rng)
+    v = verify.rejection(p, q_target, drafted, s.settings.sampling, s.rng, record=s.recorder)
     s.commit(rnd, drafted[:v.n_accepted], v.token, v.label)
     rnd.target_forwards = 1
     rnd.t_verify = s.clock.split()

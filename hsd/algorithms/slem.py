@@ -28,7 +28,7 @@ def step(s: Session) -> Round:
     rnd.t_convert = s.clock.split()
     # 3-4. One target forward; the target samples every position; first mismatch ends the round.
     p = s.target_probs(proposal)
-    v = verify.exact_match(p, proposal, s.settings.sampling, s.rng)
+    v = verify.exact_match(p, proposal, s.settings.sampling, s.rng, record=s.recorder)
     s.commit(rnd, proposal[:v.n_accepted], v.token, v.label)
     rnd.positions = v.positions
     rnd.target_forwards = 1

@@ -199,7 +199,8 @@ def step(s: Session) -> Round:
     def psi(j: int, t: int) -> float:
         return slots[j].psi(t) if t in support(j) else 0.0
 
-    verdict, draws = sequential_rejection(p, proposal, psi, support, s.settings.sampling, s.rng, RESIDUAL_DRAWS)
+    verdict, draws = sequential_rejection(p, proposal, psi, support, s.settings.sampling, s.rng, RESIDUAL_DRAWS,
+                                         record=s.recorder)
     rnd.positions = verdict.positions
     for j, (slot, pos) in enumerate(zip(slots, rnd.positions)):
         pos.token, pos.paths = slot.raw, slot.enum.paths

@@ -35,7 +35,7 @@ def step(s: Session) -> Round:
     rnd.t_convert = s.clock.split()
     # 3. Standard speculative sampling against q'.
     p = s.target_probs(proposal)
-    v = verify.rejection(p, q_target, proposal, s.settings.sampling, s.rng)
+    v = verify.rejection(p, q_target, proposal, s.settings.sampling, s.rng, record=s.recorder)
     s.commit(rnd, proposal[:v.n_accepted], v.token, v.label)
     rnd.positions = v.positions
     for span, position in zip(rnd.proposed, v.positions):
