@@ -124,21 +124,71 @@ def _run_out(values: dict) -> RunOut:
 
 @zerogpu.gpu(zerogpu.run_duration, on_error=lambda sentence: RunOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _run_on_device(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-                   mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, progress=None):
+                   mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
+                   progress=None):
     for values in lab.run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead,
-                                max_new_tokens, seed, mode, device, dtype, show_rejected, parse_special):
+                                max_new_tokens, seed, mode, device, dtype, show_rejected, parse_special, record):
         yield _run_out(values)
 
 
 def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-        mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True,
+        mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
         progress=gr.Progress(track_tqdm=True)):
     """Stream one generation round by round (:func:`hsd.lab.run_steps`); each update clears what it does not name."""
     args = (target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode,
-            device, dtype, show_rejected, parse_special)
+            device, dtype, show_rejected, parse_special, record)
     check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)  # noqa: E731
     if (yield from _loaded_first(RunOut, target, drafter if algorithm != "ar" else "", device, dtype, check)):
         yield from _run_on_device(*args)
+
+
+def picture_positions(state):
+    """The position picker after a run: the verified positions that have a picture, the first chosen."""
+    choices = lab.picture_choices(state)
+    return gr.update(choices=choices, value=choices[0] if choices else None)
+
+
+def show_picture(state, label):
+    """The rejection-sampling picture of the chosen position, and its line of explanation."""
+    return lab.picture_view(state, label)
+
+
+def download(state):
+    """The last run as JSON (reload it here) and as a self-contained HTML page."""
+    try:
+        return list(lab.export(state))
+    except Exception as exc:  # noqa: BLE001 - no run yet: say so, change nothing
+        gr.Warning(lab.error_text(exc).replace("⚠️ ", ""))
+        return None
+
+
+def load_saved(path):
+    """A run saved as JSON, shown again without models: output, rounds and plot as after a run."""
+    return _run_out(lab.load_run(path))
+
+
+class LosslessOut(NamedTuple):
+    """What :func:`lossless_check` updates."""
+
+    status: object
+    figure: object = None
+
+
+@zerogpu.gpu(60, on_error=lambda sentence: LosslessOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
+def _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed,
+                        mode="raw", device="auto", dtype="auto", progress=None):
+    for values in lab.lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead,
+                                     seed, mode, device, dtype):
+        yield LosslessOut(**values)
+
+
+def lossless_check(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed, mode="raw",
+                   device="auto", dtype="auto", progress=gr.Progress(track_tqdm=True)):
+    """The next token drawn n times with AR and with the algorithm, against the target's exact distribution."""
+    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt)  # noqa: E731
+    if (yield from _loaded_first(LosslessOut, target, drafter, device, dtype, check)):
+        yield from _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead,
+                                       seed, mode, device, dtype)
 
 
 def show_round(state, index):
@@ -304,6 +354,8 @@ def build() -> gr.Blocks:
                                           info=f"{forms.LOOKAHEAD[0]}..{forms.LOOKAHEAD[1]}. {forms.LOOKAHEAD_INFO}")
                     max_new_tokens = gr.Number(96, label="max new tokens", precision=0, step=8,
                                                info=f"1..{MAX_NEW_TOKENS}", elem_id="hsd-max-new-tokens")
+                    record = gr.Checkbox(False, label="record distributions (for the position picture)",
+                                         info="keeps p, the proposal and the residual of each verified position")
                     with gr.Row():
                         top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0)
                         top_p = gr.Number(1.0, label="top-p", minimum=0.01, maximum=1.0)
@@ -328,6 +380,11 @@ def build() -> gr.Blocks:
                                                     info="on by default for greedy runs only")
                         output = gr.HTML(elem_id="hsd-output")
                         rounds_plot = gr.Plot(label="Rounds", elem_id="hsd-rounds-plot")
+                        with gr.Row():
+                            download_btn = gr.Button("Download this run (JSON and HTML)", size="sm")
+                            run_files = gr.File(label="this run", file_count="multiple", elem_id="hsd-run-files")
+                            saved = gr.File(label="show a saved run (.json): no models run", file_types=[".json"],
+                                            elem_id="hsd-load-run")
                     with gr.Tab("Rounds: token boundaries"):
                         gr.Markdown("Top: the drafter's tokens. Middle: the draft string. Bottom: the target's "
                                     f"proposed tokens and their verification. {lab.COLUMNS_HELP}")
@@ -336,6 +393,12 @@ def build() -> gr.Blocks:
                             round_idx = gr.Slider(0, 1, value=0, step=1, label="round")
                             next_btn = gr.Button("next round ▶", size="sm")
                         round_view = gr.HTML(NO_RUN, elem_id="hsd-round")
+                        gr.Markdown("**Why the output is the target's**: for a verified position, the target's p, "
+                                    "the proposal, the accepted mass min(p, proposal) and the residual a rejection "
+                                    "samples from (tick *record distributions* before the run).")
+                        picture_position = gr.Dropdown([], label="verified position", elem_id="hsd-picture-position")
+                        picture_plot = gr.Plot(label="rejection sampling at this position", elem_id="hsd-picture")
+                        picture_text = gr.Markdown(elem_id="hsd-picture-text")
                     with gr.Tab("Compare"), gr.Column(elem_id="hsd-compare"):
                         badge = gr.HTML(elem_id="hsd-badge")
                         with gr.Row():
@@ -347,6 +410,16 @@ def build() -> gr.Blocks:
                         time_split = gr.Plot(label="time split")
                         table = gr.DataFrame(label="summary", interactive=False)
                         csv = gr.File(label="summary as CSV")
+                    with gr.Tab("Lossless?"), gr.Column(elem_id="hsd-lossless"):
+                        gr.Markdown("Draw the **next token** many times with AR and with the chosen algorithm at the "
+                                    "current settings, and compare both histograms with the target's exact "
+                                    "distribution. An exact sampler's distance stays under the noise floor.")
+                        with gr.Row():
+                            draws = gr.Number(None, label="draws (empty: about 15 s on a 2-core CPU)", precision=0,
+                                              minimum=1, elem_id="hsd-draws")
+                            lossless_btn = gr.Button("Check losslessness")
+                        lossless_status = gr.Markdown(elem_id="hsd-lossless-status")
+                        lossless_plot = gr.Plot(label="next-token histograms", elem_id="hsd-lossless-plot")
                     with gr.Tab("Drafters"), gr.Column(elem_id="hsd-drafters"):
                         gr.Markdown("Several drafters for the target above, on held-out code prompts, each measured "
                                     "against AR in the same run, with `advise`'s prediction beside the measurement.")
@@ -400,8 +473,18 @@ def build() -> gr.Blocks:
                            show_rejected, api_visibility="private", queue=False)
         demo.load(check_pair, pair_in, check_out, api_visibility="private").then(
             token_room, room_in, max_new_tokens, api_visibility="private")
-        run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected, parse_special],
-                                  [status, output, round_idx, round_view, rounds_plot, state], api_name="run", **gpu)
+        run_out = [status, output, round_idx, round_view, rounds_plot, state]
+        run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected, parse_special,
+                                        record], run_out, api_name="run", **gpu)
+        run_event.then(picture_positions, state, picture_position, api_visibility="private", queue=False)
+        picture_position.change(show_picture, [state, picture_position], [picture_plot, picture_text],
+                                api_name="picture", concurrency_limit=4)
+        download_btn.click(download, state, run_files, api_name="download", concurrency_limit=4)
+        saved.upload(load_saved, saved, run_out, api_name="load_run", concurrency_limit=4).then(
+            picture_positions, state, picture_position, api_visibility="private", queue=False)
+        lossless_event = lossless_btn.click(
+            lossless_check, [target, drafter, algorithm, prompt, draws, temperature, top_k, top_p, lookahead, seed,
+                             mode, device, dtype], [lossless_status, lossless_plot], api_name="lossless", **gpu)
         compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs, parse_special],
                                           [status, badge, speedup, tokens_time, histogram, positions, time_split,
                                            table, csv], api_name="compare", **gpu)
@@ -416,9 +499,10 @@ def build() -> gr.Blocks:
             [drafters_status, drafters_plot, drafters_table, drafters_csv], api_name="drafters", **gpu)
         production_btn.click(production, [target, drafter, algorithm, temperature, top_k, top_p, lookahead,
                                           max_new_tokens, seed, device, dtype], production_md, api_name="production")
-        stop_btn.click(None, cancels=[run_event, compare_event, advise_event, drafters_event],
+        stop_btn.click(None, cancels=[run_event, compare_event, advise_event, drafters_event, lossless_event],
                        api_visibility="private").then(
-            stopped, [status, advice, drafters_status], [status, advice, drafters_status], api_visibility="private",
+            stopped, [status, advice, drafters_status, lossless_status], [status, advice, drafters_status,
+                                                                          lossless_status], api_visibility="private",
             concurrency_limit=None)
         round_idx.change(show_round, [state, round_idx], round_view, api_name="round", concurrency_limit=4)
         prev_btn.click(lambda s, i: step_round(s, i, -1), [state, round_idx], round_idx, api_name="prev_round")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 import hsd
-from . import figures, forms, planning, viz, zerogpu
+from . import figures, forms, picture, planning, share, viz, zerogpu
 from .advise import advise_steps, format_advice
 from .bench import run_each
 from .loading import GALLERY
@@ -125,10 +125,12 @@ def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, 
 
 
 def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-              mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True) -> Iterator[dict]:
+              mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True,
+              record=False) -> Iterator[dict]:
     """One generation, streamed: status while checking and loading, the coloured output every
     :data:`STREAM_INTERVAL_S`, then the summary, the round to open first (``round``: index, ``rounds``: how
-    many), its view, the per-round plot and the state. A failure ends as a status and nothing else."""
+    many), its view, the per-round plot and the state. ``record``: keep what the rejection-sampling picture of
+    each verified position needs (:mod:`hsd.picture`; a little slower). A failure ends as a status only."""
     try:
         yield {"status": "⏳ Checking the settings and the models…"}
         kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special)
@@ -140,7 +142,7 @@ def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, loo
         special, spans = pair.target.vocab.special_text, forms.prompt_special(pair, kw)
         with planning.device_lock(str(pair.target.device)):
             rounds, last, result = [], 0.0, None
-            for item in hsd.stream(pair, algorithm=algorithm, **kw):
+            for item in hsd.stream(pair, algorithm=algorithm, record_distributions=bool(record), **kw):
                 if isinstance(item, hsd.Result):
                     result = item
                     break
@@ -152,6 +154,7 @@ def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, loo
                            "status": f"▶️ {algorithm}: round {len(rounds)}, "
                                      f"{sum(len(r.emitted) for r in rounds)} tokens… (Stop keeps what is shown)"}
         state = new_state(pair, result, kw.get("prompt"), spans)
+        state["meta"] = share.run_meta(result, prompt=kw.get("prompt"), pair=pair)  # what a download records
         first = viz.interesting_round(result.rounds)
         yield {"status": "✅ " + viz.run_summary(result, device_name(pair.target.device)), "state": state,
                "output": output(state, show_rejected), "round": first, "rounds": len(result.rounds),
@@ -348,3 +351,90 @@ def production(target, drafter, algorithm, temperature, top_k, top_p, lookahead,
         return format_production(production_for_pair(pair, algorithm, **kw), markdown=True)
     except Exception as exc:
         return error_text(exc)
+
+
+# ----------------------------------------------------------------------------- teaching: pictures, checks, sharing
+
+def picture_choices(state: dict | None) -> list[str]:
+    """The verified positions of the run in ``state`` that have a rejection-sampling picture, as labels."""
+    if not state:
+        return []
+    return [f"round {r} · position {i + 1}" for r, i in picture.recorded_positions(state["result"])]
+
+
+def _position(label: str) -> tuple[int, int]:
+    parts = str(label).replace("·", " ").split()
+    try:
+        return int(parts[1]), int(parts[3]) - 1
+    except (IndexError, ValueError):
+        raise hsd.InvalidSettingError(f"{label!r} is not a position: choose one from the list "
+                                      "(round R · position P).") from None
+
+
+def picture_view(state: dict | None, label) -> tuple[object, str]:
+    """The picture of the chosen position and its line of explanation; without a recording, what to do."""
+    if not state or not label:
+        return None, ("Tick **record distributions** and run again to see, for any verified position, the target's "
+                      "p, the proposal, the accepted mass min(p, proposal) and the residual a rejection samples from.")
+    try:
+        where = _position(label)
+        return picture.rejection_figure(state["result"], where), picture.rejection_explanation(state["result"], where)
+    except Exception as exc:  # a malformed label or state, a position without a recording
+        return None, error_text(exc)
+
+
+def lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed, mode="raw",
+                   device="auto", dtype="auto") -> Iterator[dict]:
+    """The live losslessness check (:mod:`hsd.lossless`): the next token drawn ``n`` times with AR and with the
+    algorithm, against the target's exact distribution; progress, then the figure and its one sentence."""
+    from . import lossless
+
+    try:
+        kw = _settings(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt)
+        n = forms.in_range("draws", forms.number("draws", n, int), 1, lossless.MAX_N) if n not in (None, "") \
+            else lossless.default_n(algorithm)
+        pair = planning.load_named_pair(target, drafter, device, dtype)
+        hsd.check_algorithm(pair, algorithm)
+        text = {k: kw[k] for k in ("prompt", "messages") if k in kw}
+        with planning.device_lock(str(pair.target.device)):
+            for item in lossless.iter_check(pair, algorithm, n=n, temperature=kw["temperature"], top_k=kw["top_k"],
+                                            top_p=kw["top_p"], lookahead=kw["lookahead"], seed=kw["seed"], **text):
+                if isinstance(item, str):
+                    yield {"status": "⏳ " + item}
+        yield {"status": ("✅ " if item.passed else "❌ ") + lossless.describe(item),
+               "figure": lossless.lossless_figure(item)}
+    except Exception as exc:
+        yield {"status": error_text(exc)}
+
+
+def export(state: dict | None) -> tuple[str, str]:
+    """The run in ``state`` as two files to download: its JSON (reload it here, no models needed) and a
+    self-contained HTML page of the coloured output and every round."""
+    if not state:
+        raise hsd.InvalidSettingError("No run to download yet: run an algorithm first.")
+    result = state["result"]
+    meta = state.get("meta") or share.run_meta(result, prompt=state.get("prompt"))
+    folder = Path(tempfile.mkdtemp(prefix="hsd-run-"))
+    (folder / "hsd-run.json").write_text(share.result_to_json(result, meta=meta), encoding="utf-8")
+    (folder / "hsd-run.html").write_text(share.result_to_html(result, meta), encoding="utf-8")
+    return str(folder / "hsd-run.json"), str(folder / "hsd-run.html")
+
+
+def load_run(path) -> dict:
+    """A run downloaded as JSON, shown again without running models: the same values as :func:`run_steps`'
+    last update; a file that is not an hsd run ends as a status only."""
+    try:
+        if not path:
+            raise hsd.InvalidSettingError("Choose a .json file that hsd saved (Download this run).")
+        result, meta = share.result_from_json(Path(path).read_bytes())
+        state = {"result": result, "prompt": meta.get("prompt"), "special_target": share.specials(meta, "target"),
+                 "special_drafter": share.specials(meta, "drafter"), "prompt_special": [], "meta": meta}
+        first = viz.interesting_round(result.rounds)
+        saved = meta.get("machine") or {}
+        where = saved.get("device") or saved.get("cpu") or "the machine it ran on"
+        return {"status": f"📂 Loaded a saved run (no models ran): {viz.run_summary(result, str(where))}",
+                "state": state, "output": output(state, False), "round": first, "rounds": len(result.rounds),
+                "round_view": round_view(state, first),
+                "rounds_plot": figures.rounds_figure(result.rounds, f"{result.algorithm}: time and tokens per round")}
+    except Exception as exc:
+        return {"status": error_text(exc)}

@@ -96,12 +96,13 @@ def run_meta(result: Result, *, prompt: str | None = None, pair=None, settings: 
 
 
 def result_to_json(result: Result, *, prompt: str | None = None, pair=None, settings: dict | None = None,
-                   machine: dict | None = None, indent: int | None = None) -> str:
+                   machine: dict | None = None, indent: int | None = None, meta: dict | None = None) -> str:
     """The run as JSON: its trace, settings (``result.settings`` and ``settings``, e.g. the app's), the
     versions of hsd, torch and transformers, the machine (:func:`hsd.machine.machine_info`), the models'
     names and commits (``pair.provenance()``, else what the result's settings say) and their special
-    tokens' names, which the views need. ``prompt`` is the text the user typed."""
-    meta = run_meta(result, prompt=prompt, pair=pair, settings=settings, machine=machine)
+    tokens' names, which the views need. ``prompt`` is the text the user typed. ``meta``: all of that as
+    :func:`run_meta` gave it when the run ended (an app keeps it, since the models may be gone by then)."""
+    meta = meta if meta is not None else run_meta(result, prompt=prompt, pair=pair, settings=settings, machine=machine)
     return json.dumps({**meta, "result": _result_dict(result)}, ensure_ascii=False, indent=indent,
                       default=_json_default)
 

@@ -538,7 +538,7 @@ def _safe(estimate, fallback: int, *args) -> int:
 
 
 def run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-                 mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True,
+                 mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
                  progress=None) -> int:
     """``@spaces.GPU`` duration of the app's ``run`` (same signature): :func:`estimate_run` with a margin,
     at most :data:`RUN_CAP_S`.

@@ -241,3 +241,39 @@ def test_the_special_token_checkbox_reaches_the_run_and_the_output_marks_parsed_
     assert parsed.status.startswith("✅") and plain.status.startswith("✅")
     assert eos > plain.state["result"].prompt_ids.count(0)  # the text became <|endoftext|> (id 0) only when parsed
     assert "⚑" in parsed.output and "⚑" not in plain.output
+
+
+def test_a_recorded_run_offers_each_verified_positions_picture_and_downloads_and_reloads(model_dirs):
+    final = _run(model_dirs, "tli", temperature=1.0)[-1]
+    assert app.picture_positions(final.state)["choices"] == []  # not recorded: nothing to pick
+    figure, text = app.show_picture(final.state, None)
+    assert figure is None and "record distributions" in text
+    s = {**SETTINGS, "temperature": 1.0}
+    recorded = list(app.run(model_dirs["target"], model_dirs["drafter"], "tli", "def fib(n):", s["temperature"],
+                            s["top_k"], s["top_p"], s["lookahead"], s["max_new_tokens"], s["seed"], "raw", "auto",
+                            "auto", True, True, True))[-1]
+    assert recorded.status.startswith("✅"), recorded.status
+    choices = app.picture_positions(recorded.state)["choices"]
+    assert choices and choices[0].startswith("round ")
+    figure, text = app.show_picture(recorded.state, choices[0])
+    assert isinstance(figure, go.Figure) and text and not text.startswith("⚠️")
+    assert app.show_picture(recorded.state, "round x")[1].startswith("⚠️")
+    json_path, html_path = app.download(recorded.state)
+    assert json_path.endswith(".json") and "<html" in open(html_path, encoding="utf-8").read().lower()
+    again = app.load_saved(json_path)
+    assert again.status.startswith("📂") and app.rerender(again.state, True) == recorded.output
+    assert again.round_view == recorded.round_view
+    assert app.picture_positions(again.state)["choices"] == choices  # the pictures travel with the run
+    bad = app.load_saved(__file__)
+    assert bad.status.startswith("⚠️") and bad.state is None
+
+
+def test_losslessness_check_draws_both_histograms_and_passes_for_an_honest_algorithm(model_dirs):
+    out = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "tli", "def fib(n):", 300, 1.0, 0,
+                                  1.0, 3, 0))
+    final = out[-1]
+    assert final.status.startswith("✅"), final.status
+    assert isinstance(final.figure, go.Figure)
+    ar = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "ar", "def fib(n):", 300, 1.0, 0, 1.0,
+                                 3, 0))[-1]
+    assert ar.status.startswith("⚠️") and ar.figure is None

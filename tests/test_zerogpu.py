@@ -22,7 +22,8 @@ EMBEDDED = "tiny-code (embedded, offline, CPU)"
 #: the handlers' signatures, which the lead keeps in app.py (each duration function has its handler's)
 SIGNATURES = {
     "run": ["target", "drafter", "algorithm", "prompt", "temperature", "top_k", "top_p", "lookahead",
-            "max_new_tokens", "seed", "mode", "device", "dtype", "show_rejected", "parse_special", "progress"],
+            "max_new_tokens", "seed", "mode", "device", "dtype", "show_rejected", "parse_special", "record",
+            "progress"],
     "compare": ["target", "drafter", "prompt", "temperature", "top_k", "top_p", "lookahead", "max_new_tokens", "seed",
                 "mode", "device", "dtype", "parse_special", "progress"],
     "advise_live": ["target", "drafter", "prompt", "temperature", "device", "dtype"],
@@ -102,7 +103,8 @@ def handlers():
     """Handlers shaped like app.py's (same signatures), decorated as the app decorates them."""
     @zerogpu.gpu(zerogpu.run_duration, on_error=status)
     def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-            mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, progress=None):
+            mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
+            progress=None):
         pair = planning.load_named_pair(target, drafter, device, dtype)
         result = hsd.generate(pair, prompt, algorithm=algorithm, max_new_tokens=8, lookahead=int(lookahead),
                               temperature=temperature, seed=seed)
@@ -122,7 +124,8 @@ def handlers():
 
 def default_args(name):
     """The app's default request, positionally, as Gradio passes it (the progress tracker included)."""
-    r = {**zerogpu.DEFAULT_REQUEST, "show_rejected": True, "parse_special": True, "progress": object()}
+    r = {**zerogpu.DEFAULT_REQUEST, "show_rejected": True, "parse_special": True, "record": False,
+         "progress": object()}
     return [r[p] for p in SIGNATURES[name]]
 
 
@@ -429,7 +432,8 @@ def test_the_app_loads_outside_its_gpu_functions_and_reports_a_quota_error(space
     try:
         importlib.reload(app)  # decorated again, now with the stand-in spaces
         names = [name for name, _ in spaces.decorated]
-        assert names == ["_run_on_device", "_compare_on_device", "_drafters_on_device", "_advise_on_device"]
+        assert names == ["_run_on_device", "_lossless_on_device", "_compare_on_device", "_drafters_on_device",
+                         "_advise_on_device"]
         for name in ("run", "compare", "advise_live"):
             gpu_part = {"run": app._run_on_device, "compare": app._compare_on_device,
                         "advise_live": app._advise_on_device}[name]
