@@ -5,7 +5,8 @@
     python scripts/screenshot_app.py --target DIR --drafter DIR  # other models (typed into the form)
 
 Waits for the coloured output, the token-boundary view and the speedup plot; fails if one never
-appears. Screenshots: app-run.png, app-rounds.png, app-compare.png (and app-full.png, the whole page).
+appears. Screenshots: app-run.png, app-rounds.png, app-compare.png (and app-full.png, the whole page), then
+app-picture.png (a recorded TLI run at T=1, one position's picture), app-lossless.png and app-drafters.png.
 """
 
 from __future__ import annotations
@@ -67,10 +68,34 @@ def main() -> int:
             page.wait_for_timeout(1500)  # let plotly finish drawing
             page.locator("#hsd-compare").screenshot(path=str(out / "app-compare.png"))
             page.screenshot(path=str(out / "app-full.png"), full_page=True)
+            # the teaching views: a recorded sampled run's position picture, and the losslessness check
+            page.locator("#hsd-algorithm input[value='tli']").check()
+            page.locator("#hsd-temperature input").fill("1")
+            page.locator("#hsd-max-new-tokens input").fill("32")
+            page.get_by_label("record distributions (for the position picture)").check()
+            page.get_by_role("button", name="Run", exact=True).click()
+            page.wait_for_selector("#hsd-status:has-text('✅ **tli'), #hsd-status:has-text('⚠️')", timeout=wait)
+            page.get_by_role("tab", name="Rounds: token boundaries").click()
+            page.wait_for_selector("#hsd-picture .gtitle", timeout=wait)
+            page.wait_for_timeout(1000)
+            page.locator("#hsd-picture").screenshot(path=str(out / "app-picture.png"))
+            page.get_by_role("tab", name="Lossless?").click()
+            page.get_by_role("button", name="Check losslessness").click()
+            page.wait_for_selector("#hsd-lossless-plot .gtitle", timeout=wait)
+            page.wait_for_timeout(1000)
+            page.locator("#hsd-lossless").screenshot(path=str(out / "app-lossless.png"))
+            page.get_by_role("tab", name="Drafters").click()
+            page.locator("#hsd-temperature input").fill("0")
+            page.locator("#hsd-drafters-prompts input").fill("1")
+            page.get_by_role("button", name="Compare drafters").click()
+            page.wait_for_selector("#hsd-drafters-plot .gtitle", timeout=wait * 2)
+            page.wait_for_timeout(1000)
+            page.locator("#hsd-drafters").screenshot(path=str(out / "app-drafters.png"))
             browser.close()
     finally:
         demo.close()
-    for name in ("app-run.png", "app-rounds.png", "app-compare.png", "app-full.png"):
+    for name in ("app-run.png", "app-rounds.png", "app-compare.png", "app-full.png", "app-picture.png",
+                 "app-lossless.png", "app-drafters.png"):
         print(out / name)
     return 0
 

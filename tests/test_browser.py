@@ -171,10 +171,52 @@ def test_walk_the_app_and_stay_coherent(page, shots):
     _set(page, "hsd-drafters-prompts", 1)
     page.get_by_role("button", name="Compare drafters").click()
     page.wait_for_function("() => { const t = document.querySelector('#hsd-drafters-status')?.innerText || '';"
-                           " return t.startsWith('✅') || t.startsWith('⚠️'); }")
+                           " return t.startsWith('✅ Compared') || t.startsWith('⚠️'); }")
     assert page.locator("#hsd-drafters-status").inner_text().startswith("✅ Compared 2 drafter(s)")
     assert _plot_title(page, "hsd-drafters-plot", wait=True).startswith("Drafters for")
     page.screenshot(path=str(shots / "08-drafters.png"), full_page=True)
     page.get_by_role("tab", name="Compatibility").click()
     page.get_by_role("button", name=re.compile("^Production")).click()
     page.wait_for_selector("#hsd-production:has-text('vLLM')")
+
+
+def test_teaching_views_picture_lossless_check_download_and_reload(page, shots, tmp_path):
+    """Record a run and open a position's picture; run the losslessness check; download the run and show a saved
+    one again without models."""
+    import app
+    import hsd
+    from hsd import share
+
+    page.get_by_text(app.EXAMPLES[0][0]).first.click()
+    page.wait_for_selector("#hsd-availability:has-text('✅')")
+    _select(page, "tli")
+    _set(page, "hsd-temperature", 1)
+    _set(page, "hsd-max-new-tokens", 24)
+    page.get_by_label("record distributions (for the position picture)").check()
+    page.get_by_role("button", name="Run", exact=True).click()
+    assert _wait_done(page).startswith("✅")
+    page.get_by_role("tab", name="Rounds: token boundaries").click()
+    assert _plot_title(page, "hsd-picture", wait=True)
+    assert page.locator("#hsd-picture-text").inner_text().strip()
+    page.screenshot(path=str(shots / "09-picture.png"), full_page=True)
+
+    page.get_by_role("tab", name="Lossless?").click()
+    _set(page, "hsd-draws", 300)
+    page.get_by_role("button", name="Check losslessness").click()
+    page.wait_for_function("() => { const t = document.querySelector('#hsd-lossless-status')?.innerText || '';"
+                           " return /^(✅|❌|⚠️)/.test(t.trim()); }")
+    assert page.locator("#hsd-lossless-status").inner_text().strip().startswith("✅")
+    assert _plot_title(page, "hsd-lossless-plot", wait=True)
+    page.screenshot(path=str(shots / "10-lossless.png"), full_page=True)
+
+    page.get_by_role("tab", name="Output").click()
+    page.get_by_role("button", name="Download this run (JSON and HTML)").click()
+    page.wait_for_selector("#hsd-run-files a[href*='hsd-run.json'], #hsd-run-files :text('hsd-run.json')")
+    pair = hsd.load_pair(*app.PAIRS[app.EMBEDDED], device="cpu")
+    saved = hsd.generate(pair, "class Stack:", algorithm="slem", max_new_tokens=16)
+    path = tmp_path / "saved.json"
+    path.write_text(share.result_to_json(saved, prompt="class Stack:", pair=pair), encoding="utf-8")
+    page.locator("#hsd-load-run input[type=file]").set_input_files(str(path))
+    page.wait_for_selector("#hsd-status:has-text('📂 Loaded a saved run')")
+    assert "slem" in _status(page) and page.locator("#hsd-output .hsd-tok").count() > 0
+    page.screenshot(path=str(shots / "11-loaded-run.png"))
