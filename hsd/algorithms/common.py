@@ -36,6 +36,15 @@ def place_drafted(rnd: Round, tokens, drafted: list[int], q) -> bytes:
     return rnd.draft
 
 
+def commit_verdict(rnd: Round, s: Session, proposal: list[int], v) -> None:
+    """The end of a verification (spec: "emit the accepted proposals, then the verdict's token"): commit them,
+    record the verified positions, the round's one target forward and the time since the split before it."""
+    s.commit(rnd, proposal[:v.n_accepted], v.token, v.label)
+    rnd.positions = v.positions
+    rnd.target_forwards = 1
+    rnd.t_verify = s.clock.split()
+
+
 #: how the drafter's context follows the emitted text after a round (docs/design.md, Drafter context):
 #: "own" (the default): on a shared vocabulary the drafter reads the target's emitted ids, as SD's does; otherwise
 #: the text around the round's end is re-encoded in context (the drafter's canonical tokenization, on which it

@@ -11,7 +11,7 @@ import torch
 from .. import verify
 from ..session import Session
 from ..trace import Round
-from .common import draft, place_drafted, spans
+from .common import commit_verdict, draft, place_drafted, spans
 from .contract import Algorithm
 
 
@@ -28,13 +28,10 @@ def step(s: Session) -> Round:
     # 2-4. One target forward; accept with min(1, p/q); residual or bonus.
     p = s.target_probs(drafted)
     v = verify.rejection(p, q_target, drafted, s.settings.sampling, s.rng, record=s.recorder)
-    s.commit(rnd, drafted[:v.n_accepted], v.token, v.label)
-    rnd.target_forwards = 1
-    rnd.t_verify = s.clock.split()
+    commit_verdict(rnd, s, drafted, v)
     place_drafted(rnd, s.vocab.tokens, drafted, q)
     rnd.proposed = spans(s.vocab.tokens, drafted, probs=[position.q for position in v.positions])
     rnd.rejected = rnd.draft[sum(len(s.vocab.tokens[t] or b"") for t in drafted[:rnd.n_accepted]):]
-    rnd.positions = v.positions
     d.ids = list(s.ids)
     before = len(d.runner)
     d.runner.sync_to(d.ids)

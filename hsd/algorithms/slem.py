@@ -10,7 +10,7 @@ from __future__ import annotations
 from .. import verify
 from ..session import Session
 from ..trace import Round
-from .common import close_round, draft, place_drafted, spans
+from .common import close_round, commit_verdict, draft, place_drafted, spans
 from .contract import Algorithm
 
 PAPER = "https://arxiv.org/abs/2502.05202"
@@ -29,10 +29,7 @@ def step(s: Session) -> Round:
     # 3-4. One target forward; the target samples every position; first mismatch ends the round.
     p = s.target_probs(proposal)
     v = verify.exact_match(p, proposal, s.settings.sampling, s.rng, record=s.recorder)
-    s.commit(rnd, proposal[:v.n_accepted], v.token, v.label)
-    rnd.positions = v.positions
-    rnd.target_forwards = 1
-    rnd.t_verify = s.clock.split()
+    commit_verdict(rnd, s, proposal, v)
     close_round(rnd, s, drafted, proposal)
     return rnd
 

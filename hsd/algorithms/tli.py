@@ -13,7 +13,7 @@ import torch
 from .. import verify
 from ..session import Session
 from ..trace import Round
-from .common import close_round, draft, place_drafted, spans
+from .common import close_round, commit_verdict, draft, place_drafted, spans
 from .contract import Algorithm
 
 PAPER = "https://arxiv.org/abs/2502.05202"
@@ -36,12 +36,9 @@ def step(s: Session) -> Round:
     # 3. Standard speculative sampling against q'.
     p = s.target_probs(proposal)
     v = verify.rejection(p, q_target, proposal, s.settings.sampling, s.rng, record=s.recorder)
-    s.commit(rnd, proposal[:v.n_accepted], v.token, v.label)
-    rnd.positions = v.positions
+    commit_verdict(rnd, s, proposal, v)
     for span, position in zip(rnd.proposed, v.positions):
         span.prob = position.q
-    rnd.target_forwards = 1
-    rnd.t_verify = s.clock.split()
     # 4. Emitted tokens outside the intersection reach the drafter by re-encoding their text.
     close_round(rnd, s, drafted, proposal)
     return rnd
