@@ -16,7 +16,7 @@ from typing import NamedTuple
 import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
 from hsd import forms, lab, planning, policy, zerogpu
-from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, STOPPED  # noqa: F401 - the app's API
+from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, SHARED, STOPPED  # noqa: F401 - the app's API
 
 log = logging.getLogger("hsd.app")
 MAX_NEW_TOKENS = forms.MAX_NEW_TOKENS
@@ -449,9 +449,9 @@ def build() -> gr.Blocks:
                 examples = gr.Dataset(
                     components=[prompt], samples=[[text] for _, _, text, *_ in EXAMPLES], type="index",
                     sample_labels=[label for label, *_ in EXAMPLES], elem_id="hsd-examples",
-                    label="Examples: greedy code completion (where SLEM pays on the embedded pair), sampling and "
-                          "SLRS with a byte-level drafter (where it does not), a bad drafter (needs a GPU and a Hub "
-                          "token)")
+                    label="Examples: greedy code completion (where SLEM pays on the embedded pair), classic SD with "
+                          "a drafter that shares the target's tokenizer, sampling and SLRS with a byte-level drafter "
+                          "(where it does not pay), a bad drafter (needs a GPU and a Hub token)")
         inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
         pair_in, check_out = [target, drafter, device, dtype, algorithm], [report, availability, algorithm]
         room_in = [target, drafter, prompt, mode, device, dtype, parse_special]

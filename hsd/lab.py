@@ -26,7 +26,7 @@ from .report import compatibility_report, explain, format_report
 log = logging.getLogger("hsd.lab")
 STREAM_INTERVAL_S = 0.15
 PAIRS = GALLERY
-EMBEDDED, BYTES = list(GALLERY)[:2]
+EMBEDDED, BYTES, SHARED = list(GALLERY)[:3]  # the embedded pairs, offline
 ALGOS = list(hsd.ALGORITHMS)  # the registry's order: ar, sd, slem, tli, slrs
 NO_RUN = "<i>Run an algorithm to step through its rounds.</i>"
 STOPPED = ("⏹ **Stopped.** The output shows what was generated before the stop; a stopped run has no summary, "
@@ -44,6 +44,7 @@ EXAMPLES = [
     ("slem · T=0 · k=5 · 96 tokens: def fibonacci(n):", EMBEDDED, "def fibonacci(n):", "slem", 0, 5, 96),
     ("slem · T=0 · k=5 · 96 tokens: class Stack:", EMBEDDED, "class Stack:\n    def __init__(self):", "slem", 0, 5,
      96),
+    ("sd · same-vocabulary drafter · T=0 · k=5 · 96 tokens", SHARED, "def fibonacci(n):", "sd", 0, 5, 96),
     ("slower than AR: tli · T=1 · k=5 · 96 tokens", EMBEDDED, "import os\n\n\ndef read_lines(path):",
      "tli", 1.0, 5, 96),
     ("slower than AR: slrs · bytes · T=0 · k=5 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 5, 64),

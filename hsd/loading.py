@@ -37,6 +37,8 @@ EMBEDDED = {
     "tiny-code": ("assets/tiny-code/target", "assets/tiny-code/drafter"),
     # the same target with the byte-level drafter: one drafter path per string, SLRS's cheap case
     "tiny-code-bytes": ("assets/tiny-code/target", "assets/tiny-code/drafter-bytes"),
+    # the same target with a drafter that shares its tokenizer: classic speculative decoding (SD) offline
+    "tiny-code-shared": ("assets/tiny-code/target", "assets/tiny-code/drafter-shared"),
 }
 
 
@@ -59,6 +61,7 @@ DEFAULT_PRESET = "tiny-code"
 GALLERY: dict[str, tuple[str, str]] = {
     "tiny-code (embedded, offline, CPU)": EMBEDDED["tiny-code"],
     "tiny-code-bytes (embedded target, byte-level drafter: SLRS at its cheapest)": EMBEDDED["tiny-code-bytes"],
+    "tiny-code-shared (embedded target, same-vocabulary drafter: classic SD)": EMBEDDED["tiny-code-shared"],
     "DeepSeek-R1-Distill-Qwen-14B ← vicuna-68m (paper, reasoning)": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
                                                                      "double7/vicuna-68m"),
     "DeepSeek-R1-Distill-Qwen-14B ← DeepSeek-R1-Distill-Qwen-1.5B (same-vocabulary control)": (

@@ -218,17 +218,18 @@ def test_the_duration_counts_what_a_fresh_worker_copies_to_its_gpu(monkeypatch):
 def test_presets_are_loaded_at_start_up_before_any_gpu_call(spaces, loads, monkeypatch, caplog):
     monkeypatch.setattr(zerogpu, "preload_device", lambda: "cpu")  # ZeroGPU's cuda, played by the CPU here
     embedded = zerogpu.startup_presets(zerogpu=False)
-    assert set(embedded) == {EMBEDDED, "tiny-code-bytes (embedded target, byte-level drafter: SLRS at its cheapest)"}
+    assert set(embedded) == {EMBEDDED, "tiny-code-bytes (embedded target, byte-level drafter: SLRS at its cheapest)",
+                             "tiny-code-shared (embedded target, same-vocabulary drafter: classic SD)"}
     presets = {**embedded, "broken": ("no-such-owner/no-such-model", "")}
     with caplog.at_level(logging.WARNING, logger="hsd.zerogpu"):
         loaded = zerogpu.preload(presets)
     assert loaded == list(embedded)  # the broken one is logged, not raised
     assert "could not preload broken" in caplog.text
-    assert loading.MAX_CACHED_MODELS >= 3 + 1 + 2  # every preset model and one more pair stay cached
+    assert loading.MAX_CACHED_MODELS >= 4 + 1 + 2  # every preset model and one more pair stay cached
     target, drafter = loading.GALLERY[EMBEDDED]
     assert zerogpu.pair_loaded(target, drafter, "cpu") and zerogpu.missing_models(target, drafter, "cpu") == []
-    loaded_before = len(loads)  # the three embedded models, and the broken preset's attempt
-    assert loaded_before == 4 and not any(in_gpu for _, in_gpu in loads)
+    loaded_before = len(loads)  # the four embedded models, and the broken preset's attempt
+    assert loaded_before == 5 and not any(in_gpu for _, in_gpu in loads)
 
     run, _, _ = handlers()
     args = default_args("run")
