@@ -415,8 +415,8 @@ def build() -> gr.Blocks:
                                     "current settings, and compare both histograms with the target's exact "
                                     "distribution. An exact sampler's distance stays under the noise floor.")
                         with gr.Row():
-                            draws = gr.Number(None, label="draws (empty: about 15 s on a 2-core CPU)", precision=0,
-                                              minimum=1, elem_id="hsd-draws")
+                            draws = gr.Number(0, label="draws (0: the algorithm's default, about 15 s on a 2-core "
+                                                 "CPU)", precision=0, elem_id="hsd-draws")
                             lossless_btn = gr.Button("Check losslessness")
                         lossless_status = gr.Markdown(elem_id="hsd-lossless-status")
                         lossless_plot = gr.Plot(label="next-token histograms", elem_id="hsd-lossless-plot")

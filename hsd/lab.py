@@ -392,8 +392,8 @@ def lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, to
 
     try:
         kw = _settings(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt)
-        n = forms.in_range("draws", forms.number("draws", n, int), 1, lossless.MAX_N) if n not in (None, "") \
-            else lossless.default_n(algorithm)
+        n = forms.number("draws", n, int) if n not in (None, "") else 0  # 0 or empty: the algorithm's default
+        n = forms.in_range("draws", n, 1, lossless.MAX_N) if n else lossless.default_n(algorithm)
         pair = planning.load_named_pair(target, drafter, device, dtype)
         hsd.check_algorithm(pair, algorithm)
         text = {k: kw[k] for k in ("prompt", "messages") if k in kw}

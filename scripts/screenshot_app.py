@@ -74,7 +74,7 @@ def main() -> int:
             page.locator("#hsd-max-new-tokens input").fill("32")
             page.get_by_label("record distributions (for the position picture)").check()
             page.get_by_role("button", name="Run", exact=True).click()
-            page.wait_for_selector("#hsd-status:has-text('✅ **tli'), #hsd-status:has-text('⚠️')", timeout=wait)
+            page.wait_for_selector("#hsd-status:has-text('✅ tli'), #hsd-status:has-text('⚠️')", timeout=wait)
             page.get_by_role("tab", name="Rounds: token boundaries").click()
             page.wait_for_selector("#hsd-picture .gtitle", timeout=wait)
             page.wait_for_timeout(1000)

@@ -277,3 +277,17 @@ def test_losslessness_check_draws_both_histograms_and_passes_for_an_honest_algor
     ar = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "ar", "def fib(n):", 300, 1.0, 0, 1.0,
                                  3, 0))[-1]
     assert ar.status.startswith("⚠️") and ar.figure is None
+
+
+def test_losslessness_check_with_the_draws_box_at_zero_uses_the_algorithms_default(model_dirs, monkeypatch):
+    from hsd import lossless
+
+    seen = []
+    real = lossless.iter_check
+    monkeypatch.setattr(lossless, "iter_check", lambda *a, **k: seen.append(k["n"]) or real(*a, **{**k, "n": 50}))
+    out = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "slem", "def f(", 0, 1.0, 0, 1.0, 3,
+                                  0))[-1]
+    assert seen == [lossless.default_n("slem")] and out.figure is not None
+    bad = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "slem", "def f(", -5, 1.0, 0, 1.0, 3,
+                                  0))[-1]
+    assert bad.status.startswith("⚠️") and "draws" in bad.status
