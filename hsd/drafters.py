@@ -386,6 +386,12 @@ def format_comparison(result: DrafterComparison) -> str:
     return head + "\n" + table[keep].to_string(index=False, na_rep="—")
 
 
+def _short(name: str) -> str:
+    """A drafter's name as a figure shows it: a local directory by its last folder, a Hub id as it is."""
+    path = Path(name)
+    return path.name if path.is_absolute() or name.startswith(("assets/", "./", "../")) else name
+
+
 def drafters_figure(result: DrafterComparison):
     """Four panels, one bar (or line) per drafter's chosen row, coloured by algorithm: measured speedup over AR
     (with its spread) beside ``advise``'s prediction (hatched), ``acceptance_rate``, τ, and per-position
@@ -396,11 +402,11 @@ def drafters_figure(result: DrafterComparison):
     from .figures import _color, _hatched
 
     chosen = [(e, e.chosen) for e in result.entries if e.chosen is not None and e.chosen.speedup is not None]
-    labels = [f"{e.name}<br>{r.algorithm}" for e, r in chosen]
+    labels = [f"{_short(e.name)}<br>{r.algorithm}" for e, r in chosen]
     colors = [_color(r.algorithm) for _, r in chosen]
     fig = make_subplots(rows=2, cols=2, subplot_titles=(
-        "Speedup over AR: measured (filled) and advise's prediction (hatched)", "acceptance_rate (accepted ÷ proposed)",
-        "τ: tokens per target forward (mean_accepted_length)", "per_position_acceptance"),
+        "speedup over AR (hatched: advise's prediction)", "acceptance_rate (accepted ÷ proposed)",
+        "τ, tokens per target forward (hatched: advise)", "per_position_acceptance"),
         vertical_spacing=0.16, horizontal_spacing=0.08)
     rows = [r for _, r in chosen]
     fig.add_trace(go.Bar(x=labels, y=[r.speedup for r in rows], marker_color=colors, name="measured",
@@ -420,7 +426,7 @@ def drafters_figure(result: DrafterComparison):
     for i, ((e, r), c) in enumerate(zip(chosen, colors)):
         fig.add_trace(go.Scatter(x=list(range(1, len(r.per_position_acceptance) + 1)), y=r.per_position_acceptance,
                                  mode="lines+markers", line=dict(color=c, dash=dashes[i % len(dashes)]),
-                                 name=f"{e.name} ({r.algorithm})"), 2, 2)
+                                 name=f"{_short(e.name)} ({r.algorithm})"), 2, 2)
     fig.update_yaxes(range=[0, 1.05], row=1, col=2)
     fig.update_yaxes(range=[0, 1.05], row=2, col=2)
     fig.update_xaxes(title_text="draft position", row=2, col=2)
