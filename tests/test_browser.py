@@ -77,10 +77,11 @@ def _set(page, elem_id: str, value) -> None:
     box.blur()
 
 
-def _wait_done(page, prefixes=("✅", "⚠️")):
-    page.wait_for_function("(ps) => { const t = document.querySelector('#hsd-status')?.innerText || '';"
-                           " return ps.some(p => t.trim().startsWith(p)); }", arg=list(prefixes))
-    return _status(page)
+def _wait_done(page, prefixes=("✅", "⚠️"), elem_id: str = "hsd-status"):
+    """Wait until the status line ``elem_id`` starts with one of ``prefixes``; return its text."""
+    page.wait_for_function("([id, ps]) => { const t = document.getElementById(id)?.innerText || '';"
+                           " return ps.some(p => t.trim().startsWith(p)); }", arg=[elem_id, list(prefixes)])
+    return page.locator(f"#{elem_id}").inner_text().strip()
 
 
 def _plot_title(page, elem_id: str, wait: bool = False) -> str:
@@ -170,10 +171,8 @@ def test_walk_the_app_and_stay_coherent(page, shots):
     page.get_by_role("tab", name="Drafters").click()
     _set(page, "hsd-drafters-prompts", 1)
     page.get_by_role("button", name="Compare drafters").click()
-    page.wait_for_function("() => { const t = document.querySelector('#hsd-drafters-status')?.innerText || '';"
-                           " return t.startsWith('✅ Compared') || t.startsWith('⚠️'); }")
     n = len(app.lab.drafter_lines(app.lab.default_drafters()))  # the embedded target's drafters
-    assert page.locator("#hsd-drafters-status").inner_text().startswith(f"✅ Compared {n} drafter(s)")
+    assert _wait_done(page, ("✅ Compared", "⚠️"), "hsd-drafters-status").startswith(f"✅ Compared {n} drafter(s)")
     assert _plot_title(page, "hsd-drafters-plot", wait=True).startswith("Drafters for")
     page.screenshot(path=str(shots / "08-drafters.png"), full_page=True)
     page.get_by_role("tab", name="Compatibility").click()
@@ -204,9 +203,7 @@ def test_teaching_views_picture_lossless_check_download_and_reload(page, shots, 
     page.get_by_role("tab", name="Lossless?").click()
     _set(page, "hsd-draws", 300)
     page.get_by_role("button", name="Check losslessness").click()
-    page.wait_for_function("() => { const t = document.querySelector('#hsd-lossless-status')?.innerText || '';"
-                           " return /^(✅|❌|⚠️)/.test(t.trim()); }")
-    assert page.locator("#hsd-lossless-status").inner_text().strip().startswith("✅")
+    assert _wait_done(page, ("✅", "❌", "⚠️"), "hsd-lossless-status").startswith("✅")
     assert _plot_title(page, "hsd-lossless-plot", wait=True)
     page.screenshot(path=str(shots / "10-lossless.png"), full_page=True)
 
