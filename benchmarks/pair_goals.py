@@ -116,6 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--drafter-bytes", default=None, help="override the pair's byte-level drafter folder")
     ap.add_argument("--only", default=None, help="measure only these goals, e.g. slem@0,tli@1 (algorithm@T)")
     ap.add_argument("--skip-quality", action="store_true", help="skip the greedy-text quality measurement")
+    ap.add_argument("--skip-speed", action="store_true", help="skip the speed goals (bits/char and text quality only)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     prompts = load_prompts("code", args.prompts)
@@ -128,8 +129,14 @@ def main(argv=None) -> int:
     target = args.target or folder / "target"
     drafters = {"tiny-code": args.drafter or folder / "drafter",
                 "tiny-code-bytes": args.drafter_bytes or folder / "drafter-bytes"}
-    wanted = [g for g in SPEED if args.only is None or f"{g[1]}@{g[2]:g}" in args.only.split(",")]
+    names = {f"{g[1]}@{g[2]:g}" for g in SPEED}
+    if args.only is not None and set(args.only.split(",")) - names:
+        ap.error(f"--only: unknown goal(s) {', '.join(sorted(set(args.only.split(',')) - names))}; "
+                 f"the goals are {', '.join(sorted(names))} (or --skip-speed for none)")
+    wanted = [] if args.skip_speed else [g for g in SPEED if args.only is None or f"{g[1]}@{g[2]:g}" in args.only.split(",")]
     pairs = {}
+    if not wanted:  # the text-quality measurement still needs a loaded target
+        pairs["tiny-code"] = hsd.load_pair(str(target), str(drafters["tiny-code"]), device="cpu")
     for preset, *_ in wanted:
         if preset not in pairs:
             pairs[preset] = hsd.load_pair(str(target), str(drafters[preset]), device="cpu")

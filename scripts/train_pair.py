@@ -568,6 +568,12 @@ def save_model_dir(model, hf_tok, path: Path):
     cfg.setdefault("dtype", "float32")
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     hf_tok.save_pretrained(path)
+    # transformers records how *this* process loaded the tokenizer ("is_local", "local_files_only");
+    # those say nothing about the model and would change the shipped file on every export.
+    tc_path = path / "tokenizer_config.json"
+    tc = json.loads(tc_path.read_text())
+    if [tc.pop(key) for key in ("is_local", "local_files_only") if key in tc]:
+        tc_path.write_text(json.dumps(tc, indent=2, ensure_ascii=False) + "\n")
 
 
 def load_model_dir(path: Path, device="cpu"):
@@ -1007,4 +1013,8 @@ if __name__ == "__main__":
         import resumable
 
         sys.exit(resumable.main(sys.argv[1:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "grow":
+        import grow
+
+        sys.exit(grow.main(sys.argv[2:]))
     sys.exit(main())

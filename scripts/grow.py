@@ -1,0 +1,140 @@
+"""Make a trained decoder deeper without changing what it computes, then keep training it.
+
+    python scripts/train_pair.py grow --from assets/tiny-code/target --layers 16 --out /work/deep/target
+
+Issue 13 asks for the target and drafter shapes that give the best speedup on a 2-core CPU. There a
+decoding step costs about 1 ms per layer whatever the width (``benchmarks/shapes.py``), so the
+target-to-drafter cost ratio is set by depth: a 16-layer target makes a 2-layer drafter cost 0.12 of a
+target step instead of 0.21. Training a deep target from scratch takes many CPU hours; growing the
+trained 8-layer one does not start from nothing.
+
+``grow`` inserts, after layer ``i``, a copy of layer ``i`` whose two output projections (attention
+``o_proj`` and MLP ``down_proj``) are zero. A pre-norm residual block with zero output projections adds
+nothing to the residual stream, so the grown model's logits equal the original's exactly (checked on a
+sample before writing). The copies keep the original's query, key, value, gate and up weights, so
+their gradients are not zero and training makes them useful from the first step. Cache indices
+(``self_attn.layer_idx``) and per-layer config lists (``layer_types``) are renumbered.
+
+The folder written is a complete model directory (weights in float16, like the shipped ones, config
+dtype float32, the tokenizer) and a ``train_log.json`` beside it carrying the original's totals, so
+``resume --role target --init FOLDER`` continues training it with the totals so far and ``export`` can
+later ship it. The float16 rounding of the zero projections is exact, and the check is made on the
+float16 weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def decoder_layers(model):
+    """The model's list of decoder layers (Llama, Mistral, Qwen2, Gemma and most causal LMs)."""
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        raise SystemExit(f"grow: {type(model).__name__} has no model.layers list of decoder layers")
+    return layers
+
+
+def silent_copy(layer):
+    """A copy of ``layer`` that adds nothing to the residual stream: its output projections are zero."""
+    new = copy.deepcopy(layer)
+    zeroed = 0
+    for name in ("self_attn.o_proj", "mlp.down_proj"):
+        mod = new.get_submodule(name)
+        with torch.no_grad():
+            mod.weight.zero_()
+            if getattr(mod, "bias", None) is not None:
+                mod.bias.zero_()
+        zeroed += 1
+    if zeroed != 2:
+        raise SystemExit("grow: a layer without self_attn.o_proj and mlp.down_proj")
+    return new
+
+
+def grow_depth(model, layers: int):
+    """A new model with ``layers`` decoder layers computing the same function as ``model`` (left as is).
+
+    The ``layers - n`` new layers are spread evenly: new layer ``j`` follows original layer
+    ``floor(j * n / (layers - n))``."""
+    n = len(decoder_layers(model))
+    if layers <= n:
+        raise SystemExit(f"grow: the model already has {n} layers; ask for more than that")
+    extra = layers - n
+    after = [min(n - 1, (j * n) // extra) for j in range(extra)]
+    grown = copy.deepcopy(model)
+    old = decoder_layers(grown)
+    new = torch.nn.ModuleList()
+    for i, layer in enumerate(old):
+        new.append(layer)
+        new.extend(silent_copy(layer) for _ in range(after.count(i)))
+    grown.model.layers = new
+    for idx, layer in enumerate(new):
+        attn = getattr(layer, "self_attn", None)
+        if attn is not None and hasattr(attn, "layer_idx"):
+            attn.layer_idx = idx
+        if hasattr(layer, "layer_idx"):
+            layer.layer_idx = idx
+    cfg = grown.config
+    types = getattr(cfg, "layer_types", None)
+    if types:  # copies keep their original's attention type (sliding or full)
+        cfg.layer_types = [typ for i, typ in enumerate(types) for _ in range(1 + after.count(i))]
+    cfg.num_hidden_layers = layers
+    return grown, after
+
+
+@torch.no_grad()
+def max_logit_difference(a, b, ids: torch.Tensor) -> float:
+    return (a(input_ids=ids).logits - b(input_ids=ids).logits).abs().max().item()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="train_pair.py grow", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--from", dest="src", default=str(ROOT / "assets" / "tiny-code" / "target"),
+                    help="the model folder to grow (default: the shipped target)")
+    ap.add_argument("--layers", type=int, required=True, help="decoder layers of the grown model")
+    ap.add_argument("--out", required=True, help="folder to write the grown model into")
+    args = ap.parse_args(argv)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from train_pair import save_model_dir
+
+    src, out = Path(args.src), Path(args.out)
+    if out.resolve() == src.resolve():
+        raise SystemExit("grow: --out must differ from --from")
+    tok = AutoTokenizer.from_pretrained(src)
+    # rounded to float16 first, as every shipped model is, so that the check below compares like with like
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).half().float().eval()
+    grown, after = grow_depth(model, args.layers)
+    save_model_dir(grown, tok, out)
+    check = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    ids = torch.randint(0, model.config.vocab_size, (2, 64), generator=torch.Generator().manual_seed(0))
+    diff = max_logit_difference(model, check, ids)
+    if diff > 1e-4:
+        raise SystemExit(f"grow: the grown model's logits differ from the original's by {diff:.2e}")
+    log = src.parent / "train_log.json"
+    if log.is_file():  # totals so far, for resume --init and the model card
+        run = json.loads(log.read_text())
+        run.setdefault("grown", []).append(dict(source=str(src), layers_before=len(decoder_layers(model)),
+                                                layers_after=args.layers, new_layer_after=after))
+        (out.parent / "train_log.json").write_text(json.dumps(run, indent=1) + "\n")
+    corpus = src.parent / "corpus.json"
+    if corpus.is_file() and not (out.parent / "corpus.json").exists():
+        shutil.copy(corpus, out.parent / "corpus.json")
+    print(f"grew {src} from {len(decoder_layers(model))} to {args.layers} layers into {out} "
+          f"(new layers after layers {after}); max logit difference {diff:.1e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
