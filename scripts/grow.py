@@ -123,11 +123,12 @@ def main(argv=None) -> int:
     if diff > 1e-4:
         raise SystemExit(f"grow: the grown model's logits differ from the original's by {diff:.2e}")
     log = src.parent / "train_log.json"
-    if log.is_file():  # totals so far, for resume --init and the model card
-        run = json.loads(log.read_text())
-        run.setdefault("grown", []).append(dict(source=str(src), layers_before=len(decoder_layers(model)),
-                                                layers_after=args.layers, new_layer_after=after))
-        (out.parent / "train_log.json").write_text(json.dumps(run, indent=1) + "\n")
+    # totals so far (if the source has them), for resume --init, and the growth, for the model card
+    run = json.loads(log.read_text()) if log.is_file() else {}
+    before = run.get(src.name, {}).get("totals", {}).get("tokens")
+    run.setdefault("grown", []).append(dict(source=str(src), layers_before=len(decoder_layers(model)),
+                                            layers_after=args.layers, new_layer_after=after, tokens_before=before))
+    (out.parent / "train_log.json").write_text(json.dumps(run, indent=1) + "\n")
     corpus = src.parent / "corpus.json"
     if corpus.is_file() and not (out.parent / "corpus.json").exists():
         shutil.copy(corpus, out.parent / "corpus.json")

@@ -99,6 +99,12 @@ def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> Non
         f"batches of {m['hyper']['batch']} x {m['hyper']['seq']} tokens, peak learning rate {m['hyper']['lr']}, "
         "AdamW (betas 0.9/0.95, weight decay 0.1), a warmup and cosine decay to 10% per session.", "",
         *history_rows(totals), "",
+        *[f"Grown from {g['layers_before']} to {g['layers_after']} layers by `scripts/train_pair.py grow` (a copy "
+          "of a layer with zero output projections inserted after each of layers "
+          f"{', '.join(map(str, g['new_layer_after']))}: the same function at first, then trained on)"
+          + (f", after {g['tokens_before']:,} tokens." if g.get("tokens_before") else ".")
+          for g in m.get("grown") or []],
+        *([""] if m.get("grown") else []),
         "## Held-out loss (stored float16 weights, run in float32)", "",
         "| held-out text | nats/token | bits/char |", "|---|---|---|",
         f"| all {man['heldout_files']} held-out files | {m['heldout']['nats_per_token']:.4f} | {_bpc(m['heldout'])} |",

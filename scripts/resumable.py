@@ -617,6 +617,25 @@ def cached_heldout(work: Path, role: str, model, stream, chars, seq) -> dict:
     return cache[key]
 
 
+def checkpoint_model(state: dict, out_dir: Path, role: str):
+    """The checkpoint's weights in a model of *its* shape, and the growth steps that led to it.
+
+    The shape is the shipped model's unless the checkpoint started from another folder (``resume --init``,
+    e.g. one written by ``train_pair.py grow``): then that folder's configuration, so that a grown target
+    exports over the shallower shipped one. The growth record is read from ``train_log.json`` beside it."""
+    init = Path(str(state.get("init", "")))
+    arch = init if init.name and (init / "config.json").is_file() else out_dir
+    model, _ = load_init(arch, role)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as exc:
+        raise SystemExit(f"the checkpoint's weights do not fit the model in {arch} ({str(exc).splitlines()[0]}); "
+                         f"if it started from another folder with `resume --init`, that folder is needed") from None
+    log_path = arch.parent / "train_log.json"
+    grown = json.loads(log_path.read_text()).get("grown", []) if arch != out_dir and log_path.is_file() else []
+    return model, grown
+
+
 def export(args) -> int:
     """Write the checkpoint as the shipped float16 model if it beats the shipped one on held-out text."""
     from train_pair import round_to_fp16_, sample_completions, save_model_dir
@@ -635,8 +654,7 @@ def export(args) -> int:
     data = prepare_data(work, role, tok)
     held = load_stream(work / "packed" / f"{role}-heldout.u16")
     seq, chars = state["hyper"]["seq"], data["heldout"]["chars"]
-    model, _ = load_init(out_dir, role)
-    model.load_state_dict(state["model"])
+    model, grown = checkpoint_model(state, out_dir, role)
     round_to_fp16_(model)
     new = cached_heldout(work, role, model, held, chars, seq)
     old = cached_heldout(work, role, shipped, held, chars, seq)
@@ -668,7 +686,7 @@ def export(args) -> int:
     record = dict(role=role, totals=state["totals"], segments=state["segments"], hyper=state["hyper"],
                   heldout=new, heldout_stdlib=stdlib_eval, heldout_stdlib_files=stdlib["files"],
                   previous_heldout=old, previous_label="the untrained initial weights" if first_export else None,
-                  manifest=data["manifest"], samples=samples,
+                  manifest=data["manifest"], samples=samples, grown=grown,
                   params=sum(p.numel() for p in model.parameters()), exported=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     write_resumed_card(card_path, model.config, tok, record, previous_card)
     logf = Path(args.out) / "train_log.json"

@@ -177,6 +177,38 @@ def test_export_writes_a_loadable_float16_model_and_a_card_with_the_history(work
     assert log["target"]["totals"]["steps"] == 3
 
 
+def test_a_grown_target_trains_and_exports_over_the_shallower_shipped_one(work, tmp_path):
+    """``grow`` then ``resume --init GROWN`` then ``export``: the export takes the checkpoint's shape, not the
+    shipped model's, and the card says how the model was grown."""
+    import grow
+    from transformers import AutoModelForCausalLM
+
+    work_dir, init = work
+    deep = tmp_path / "deep" / "target"
+    assert grow.main(["--from", str(init), "--layers", "2", "--out", str(deep)]) == 0
+    assert _resume(work_dir, deep, "--steps", "2") == 0
+    code = resumable.main(["export", "--work", str(work_dir), "--out", str(init.parent), "--force",
+                           "--sample-tokens", "4", "--threads", "1"])
+    assert code == 0
+    assert AutoModelForCausalLM.from_pretrained(init).config.num_hidden_layers == 2
+    card = (init / "README.md").read_text()
+    assert "Grown from 1 to 2 layers by `scripts/train_pair.py grow`" in card and "2 layers, hidden" in card
+
+
+def test_export_says_which_folder_a_checkpoint_of_another_shape_needs(work, tmp_path):
+    import grow
+
+    work_dir, init = work
+    deep = tmp_path / "deep" / "target"
+    assert grow.main(["--from", str(init), "--layers", "2", "--out", str(deep)]) == 0
+    assert _resume(work_dir, deep, "--steps", "1") == 0
+    import shutil
+
+    shutil.rmtree(deep)  # the grown folder is gone: the shipped 1-layer shape cannot hold the weights
+    with pytest.raises(SystemExit, match="do not fit the model in"):
+        resumable.main(["export", "--work", str(work_dir), "--out", str(init.parent), "--force", "--threads", "1"])
+
+
 @pytest.fixture()
 def distill_work(work):
     """The work folder plus a SentencePiece-style drafter to train against the tiny target's text."""
