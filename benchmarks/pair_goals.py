@@ -117,6 +117,25 @@ def bits_per_char(work: Path) -> dict | None:
     return resumable.cached_heldout(work, "target", model.eval(), held, data["heldout"]["chars"], 256)
 
 
+def cost_table(pairs: dict, machine: str) -> tuple[str, dict]:
+    """The forward costs behind the speedups, through hsd's runner, for the model cards' Measurements block:
+    the target's step and verification of n tokens, and each drafter's step, with 128 tokens cached."""
+    from hsd.costs import measure_costs
+
+    costs = {name: measure_costs(pair, 128, 9, 15)[0] for name, pair in pairs.items()}
+    first = next(iter(costs.values()))
+    step = first.verify_cost(1)
+    lines = [f"Measured with `python benchmarks/pair_goals.py --write-cards` on {time.strftime('%Y-%m-%d')}: {machine}; "
+             "hsd's runner, batch 1, 128 tokens in the KV cache, the median of 15 forwards.", "",
+             f"- Target decoding step (AR's cost per token): **{step * 1e3:.2f} ms**"]
+    for name, c in costs.items():
+        lines.append(f"- Drafter step, {name}: {c.draft * 1e3:.2f} ms (cost ratio c = {c.draft / step:.3f})")
+    lines += ["", "| tokens verified at once | target forward (ms) | in target steps |", "|---|---|---|"]
+    lines += [f"| {n} | {first.verify_cost(n) * 1e3:.2f} | {first.verify_cost(n) / step:.2f} |" for n in range(1, 10)]
+    data = {name: c.to_dict() for name, c in costs.items()}
+    return "\n".join(lines), data
+
+
 def table(rows, machine: str, args) -> str:
     lines = [f"Measured with `python benchmarks/pair_goals.py` on {time.strftime('%Y-%m-%d')}: {machine}; "
              f"{args.prompts} held-out code prompts x {args.max_new_tokens} new tokens, "
@@ -154,6 +173,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None, help="measure only these goals, e.g. slem@0,tli@1 (algorithm@T)")
     ap.add_argument("--skip-quality", action="store_true", help="skip the greedy-text quality measurement")
     ap.add_argument("--skip-speed", action="store_true", help="skip the speed goals (bits/char and text quality only)")
+    ap.add_argument("--costs", action="store_true", help="also measure and print the forward costs (--write-cards does)")
     args = ap.parse_args(argv)
     if args.lookahead != "auto":
         if not args.lookahead.isdigit() or int(args.lookahead) < 1:
@@ -214,13 +234,17 @@ def main(argv=None) -> int:
               f"{row['speedup']:.2f}x  k {row['lookahead']}  tau {row['tau']:.2f}  acceptance {row['acceptance']:.1%}{verdict}")
     out["speed"] = rows
     out["machine"] = machine
+    if args.write_cards or args.costs:
+        costs_text, out["costs"] = cost_table(pairs, machine)
+        print(costs_text)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     if args.write_cards:
         import model_card
 
         card = ROOT / "assets" / "tiny-code" / "target" / "README.md"
-        card.write_text(model_card.replace_block(card.read_text(), model_card.ENGINE, table(rows, machine, args)))
+        text = model_card.replace_block(card.read_text(), model_card.ENGINE, table(rows, machine, args))
+        card.write_text(model_card.replace_block(text, model_card.MEAS, costs_text))
         print(f"wrote the table into {card.relative_to(ROOT)}")
     return 0
 
