@@ -87,6 +87,25 @@ def setting_text(k, drafter_t) -> str:
     return f"{k}" + ("" if drafter_t is None else f", drafter T={drafter_t:g}")
 
 
+def human_share(tokenizer, n_prompts: int, new_tokens: int) -> float | None:
+    """The same measure on what the held-out files themselves write after each prompt (the prompts record
+    their standard-library file), tokenized by the target: the share a model that wrote like the corpus would
+    get. None if the files are not on this machine."""
+    import sysconfig
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    shares = []
+    for line in (ROOT / "assets" / "prompts" / "code.jsonl").read_text().splitlines()[:n_prompts]:
+        rec = json.loads(line)
+        for path in stdlib.rglob(rec["source"].split(":")[0]):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if rec["prompt"] in text:
+                rest = text[text.index(rec["prompt"]) + len(rec["prompt"]):]
+                shares.append(distinct_4gram_share(tokenizer.encode(rest[:1500], add_special_tokens=False)[:new_tokens]))
+                break
+    return statistics.mean(shares) if len(shares) == n_prompts else None
+
+
 def speed(pair, algorithm, temperature, prompts, args, lookahead, drafter_t=None):
     totals = {"ar": [0, 0.0], algorithm: [0, 0.0]}
     taus, accepts = [], []
@@ -214,6 +233,9 @@ def main(argv=None) -> int:
         out["samples"] = q[:3]
         print(f"greedy distinct 4-gram share over {len(q)} held-out prompts: {out['distinct_4gram_share']:.3f} "
               "(goal >= 0.7)")
+        out["human_4gram_share"] = human_share(next(iter(pairs.values())).target.tokenizer, len(q), args.quality_tokens)
+        if out["human_4gram_share"] is not None:
+            print(f"  the held-out files' own continuations of the same prompts: {out['human_4gram_share']:.3f}")
         for r in q[:3]:
             print("---\n" + r["prompt"] + r["text"])
     rows = []
