@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-k", type=int, default=0, help="0 = off")
     gen.add_argument("--top-p", type=float, default=1.0, help="1 = off")
     gen.add_argument("--lookahead", type=int, default=5, help="drafter tokens per round (1..64)")
+    gen.add_argument("--drafter-temperature", type=float, default=None,
+                     help="the drafter's own temperature (default: the target's); changes acceptance, never the "
+                          "output's distribution. 0 (a greedy drafter) often helps SLEM when sampling")
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--json", type=Path, help="write {text, token_ids, rounds, metrics} to this file")
     voc = sub.add_parser("vocab", help="report how the target's and drafter's vocabularies relate")
@@ -119,6 +122,11 @@ def cmd_generate(args) -> int:
 
     prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
     Sampling(args.temperature, args.top_k, args.top_p)  # bad settings fail before any model loads
+    if args.drafter_temperature is not None:
+        try:
+            Sampling(args.drafter_temperature, args.top_k, args.top_p)
+        except InvalidSettingError as exc:
+            raise InvalidSettingError(f"--drafter-temperature: {exc}") from None
     check_output_file(args.json)
     _check_int("lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
@@ -127,7 +135,8 @@ def cmd_generate(args) -> int:
                                   "output is made of special tokens): drop one of the two.")
     pair = load_cli_pair(args, need_drafter=ALGORITHMS[args.algorithm].needs_drafter, hint=" (or use --algorithm ar)")
     kwargs = dict(algorithm=args.algorithm, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                  top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead, seed=args.seed)
+                  top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead, seed=args.seed,
+                  drafter_temperature=args.drafter_temperature)
     if args.chat:
         res = generate(pair, messages=[{"role": "user", "content": prompt}], **kwargs)
     else:

@@ -24,6 +24,25 @@ def test_generate_prints_text_and_metrics_and_writes_json(model_dirs, tmp_path):
     assert data["token_ids"] == hsd.generate(pair, "def f(x):", algorithm="ar", max_new_tokens=12).token_ids
 
 
+def test_generate_takes_the_drafters_own_temperature(model_dirs, tmp_path):
+    """--drafter-temperature reaches the engine (the same seed gives the API's run with it) and is checked
+    before any model loads."""
+    out = tmp_path / "run.json"
+    common = ("--target", model_dirs["target"], "--drafter", model_dirs["drafter"], "--algorithm", "slem",
+              "--prompt", "def f(x):", "--max-new-tokens", "12", "--temperature", "1", "--seed", "3")
+    proc = _run("generate", *common, "--drafter-temperature", "0", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    pair = hsd.load_pair(model_dirs["target"], model_dirs["drafter"], device="cpu")
+    res = hsd.generate(pair, "def f(x):", algorithm="slem", max_new_tokens=12, temperature=1.0, seed=3,
+                       drafter_temperature=0.0)
+    data = json.loads(out.read_text())
+    assert data["token_ids"] == res.token_ids
+    assert [[d["id"] for d in r["drafted"]] for r in data["rounds"]] == [[d.id for d in r.drafted] for r in res.rounds]
+    assert {d["prob"] for r in data["rounds"] for d in r["drafted"]} == {1.0}  # a greedy drafter's q is one-hot
+    bad = _run("generate", *common, "--drafter-temperature", "-1")
+    assert bad.returncode != 0 and "--drafter-temperature" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_vocab_report(model_dirs, tmp_path):
     out = tmp_path / "vocab.json"
     proc = _run("vocab", "--target", model_dirs["target"], "--drafter", model_dirs["drafter"], "--json", str(out))
