@@ -193,7 +193,17 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-quality", action="store_true", help="skip the greedy-text quality measurement")
     ap.add_argument("--skip-speed", action="store_true", help="skip the speed goals (bits/char and text quality only)")
     ap.add_argument("--costs", action="store_true", help="also measure and print the forward costs (--write-cards does)")
+    ap.add_argument("--cards-from", default=None, metavar="JSON",
+                    help="fill the target card from a run saved with --json (and --costs), measuring nothing: for "
+                         "when the run measured a candidate before it was shipped")
     args = ap.parse_args(argv)
+    if args.cards_from:
+        saved = json.loads(Path(args.cards_from).read_text())
+        if "costs_text" not in saved:
+            ap.error(f"--cards-from: {args.cards_from} has no forward costs; save the run with --costs")
+        vars(args).update(saved["settings"])
+        write_cards(Path(args.pair), saved["speed"], saved["machine"], args, saved["costs_text"])
+        return 0
     if args.lookahead != "auto":
         if not args.lookahead.isdigit() or int(args.lookahead) < 1:
             ap.error(f"--lookahead: a positive integer or 'auto', not {args.lookahead!r}")
@@ -256,19 +266,25 @@ def main(argv=None) -> int:
               f"{row['speedup']:.2f}x  k {row['lookahead']}  tau {row['tau']:.2f}  acceptance {row['acceptance']:.1%}{verdict}")
     out["speed"] = rows
     out["machine"] = machine
+    out["settings"] = dict(prompts=args.prompts, max_new_tokens=args.max_new_tokens, lookahead=args.lookahead,
+                           target=str(target))
     if args.write_cards or args.costs:
-        costs_text, out["costs"] = cost_table(pairs, machine)
-        print(costs_text)
+        out["costs_text"], out["costs"] = cost_table(pairs, machine)
+        print(out["costs_text"])
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     if args.write_cards:
-        import model_card
-
-        card = ROOT / "assets" / "tiny-code" / "target" / "README.md"
-        text = model_card.replace_block(card.read_text(), model_card.ENGINE, table(rows, machine, args))
-        card.write_text(model_card.replace_block(text, model_card.MEAS, costs_text))
-        print(f"wrote the table into {card.relative_to(ROOT)}")
+        write_cards(Path(args.target).parent if args.target else folder, rows, machine, args, out["costs_text"])
     return 0
+
+
+def write_cards(folder: Path, rows, machine: str, args, costs_text: str) -> None:
+    import model_card
+
+    card = folder / "target" / "README.md"
+    text = model_card.replace_block(card.read_text(), model_card.ENGINE, table(rows, machine, args))
+    card.write_text(model_card.replace_block(text, model_card.MEAS, costs_text))
+    print(f"wrote the speed table and the forward costs into {card}")
 
 
 if __name__ == "__main__":
