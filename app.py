@@ -125,19 +125,21 @@ def _run_out(values: dict) -> RunOut:
 @zerogpu.gpu(zerogpu.run_duration, on_error=lambda sentence: RunOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _run_on_device(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
                    mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-                   progress=None):
+                   drafter_temperature=None, progress=None):
     for values in lab.run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead,
-                                max_new_tokens, seed, mode, device, dtype, show_rejected, parse_special, record):
+                                max_new_tokens, seed, mode, device, dtype, show_rejected, parse_special, record,
+                                drafter_temperature):
         yield _run_out(values)
 
 
 def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
         mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-        progress=gr.Progress(track_tqdm=True)):
+        drafter_temperature=None, progress=gr.Progress(track_tqdm=True)):
     """Stream one generation round by round (:func:`hsd.lab.run_steps`); each update clears what it does not name."""
     args = (target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode,
-            device, dtype, show_rejected, parse_special, record)
-    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)  # noqa: E731
+            device, dtype, show_rejected, parse_special, record, drafter_temperature)
+    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,  # noqa: E731
+                                   drafter_temperature)
     if (yield from _loaded_first(RunOut, target, drafter if algorithm != "ar" else "", device, dtype, check)):
         yield from _run_on_device(*args)
 
@@ -176,19 +178,20 @@ class LosslessOut(NamedTuple):
 
 @zerogpu.gpu(60, on_error=lambda sentence: LosslessOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed,
-                        mode="raw", device="auto", dtype="auto", progress=None):
+                        mode="raw", device="auto", dtype="auto", drafter_temperature=None, progress=None):
     for values in lab.lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead,
-                                     seed, mode, device, dtype):
+                                     seed, mode, device, dtype, drafter_temperature):
         yield LosslessOut(**values)
 
 
 def lossless_check(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed, mode="raw",
-                   device="auto", dtype="auto", progress=gr.Progress(track_tqdm=True)):
+                   device="auto", dtype="auto", drafter_temperature=None, progress=gr.Progress(track_tqdm=True)):
     """The next token drawn n times with AR and with the algorithm, against the target's exact distribution."""
-    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt)  # noqa: E731
+    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt,  # noqa: E731
+                                   drafter_temperature)
     if (yield from _loaded_first(LosslessOut, target, drafter, device, dtype, check)):
         yield from _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead,
-                                       seed, mode, device, dtype)
+                                       seed, mode, device, dtype, drafter_temperature)
 
 
 def show_round(state, index):
@@ -223,18 +226,21 @@ def rerender(state, show_rejected):
 
 @zerogpu.gpu(zerogpu.compare_duration, on_error=lambda sentence: CompareOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _compare_on_device(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-                       mode="raw", device="auto", dtype="auto", parse_special=True, progress=None):
+                       mode="raw", device="auto", dtype="auto", parse_special=True, drafter_temperature=None,
+                       progress=None):
     for values in lab.compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens,
-                                    seed, mode, device, dtype, parse_special):
+                                    seed, mode, device, dtype, parse_special, drafter_temperature):
         yield CompareOut(**values)
 
 
 def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-            device="auto", dtype="auto", parse_special=True, progress=gr.Progress(track_tqdm=True)):
+            device="auto", dtype="auto", parse_special=True, drafter_temperature=None,
+            progress=gr.Progress(track_tqdm=True)):
     """AR and every applicable algorithm, repeated interleaved (:func:`hsd.lab.compare_steps`); then the figures."""
     args = (target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype,
-            parse_special)
-    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)  # noqa: E731
+            parse_special, drafter_temperature)
+    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,  # noqa: E731
+                                   drafter_temperature)
     if (yield from _loaded_first(CompareOut, target, drafter, device, dtype, check)):
         yield from _compare_on_device(*args)
 
@@ -360,6 +366,10 @@ def build() -> gr.Blocks:
                         top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0)
                         top_p = gr.Number(1.0, label="top-p", minimum=0.01, maximum=1.0)
                         seed = gr.Number(0, label="seed", precision=0)
+                    drafter_temperature = gr.Number(None, label="drafter temperature", step=0.1,
+                                                    elem_id="hsd-drafter-temperature",
+                                                    info="empty = the target's; 0 = a greedy drafter (often more "
+                                                         "exact matches for SLEM). Changes acceptance, never the output")
                 with gr.Accordion("Prompt format, device, dtype", open=False):
                     mode = gr.Radio(["raw", "chat"], value="raw", label="prompt",
                                     info="chat: each model's own chat template")
@@ -475,7 +485,7 @@ def build() -> gr.Blocks:
             token_room, room_in, max_new_tokens, api_visibility="private")
         run_out = [status, output, round_idx, round_view, rounds_plot, state]
         run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected, parse_special,
-                                        record], run_out, api_name="run", **gpu)
+                                        record, drafter_temperature], run_out, api_name="run", **gpu)
         run_event.then(picture_positions, state, picture_position, api_visibility="private", queue=False)
         picture_position.change(show_picture, [state, picture_position], [picture_plot, picture_text],
                                 api_name="picture", concurrency_limit=4)
@@ -484,8 +494,9 @@ def build() -> gr.Blocks:
             picture_positions, state, picture_position, api_visibility="private", queue=False)
         lossless_event = lossless_btn.click(
             lossless_check, [target, drafter, algorithm, prompt, draws, temperature, top_k, top_p, lookahead, seed,
-                             mode, device, dtype], [lossless_status, lossless_plot], api_name="lossless", **gpu)
-        compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs, parse_special],
+                             mode, device, dtype, drafter_temperature], [lossless_status, lossless_plot],
+            api_name="lossless", **gpu)
+        compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs, parse_special, drafter_temperature],
                                           [status, badge, speedup, tokens_time, histogram, positions, time_split,
                                            table, csv], api_name="compare", **gpu)
         check_btn.click(check_pair, pair_in, check_out, api_name="check").then(

@@ -50,7 +50,7 @@ def in_range(name: str, value, low, high, hint: str = ""):
 
 
 def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-                      parse_special=True) -> dict:
+                      parse_special=True, drafter_temperature=None) -> dict:
     """The keyword arguments of :func:`hsd.generate` for a form's values; ``mode`` ``"chat"`` sends the prompt
     as one user message through each model's chat template. ``parse_special=False`` (a checkbox) reads a raw
     prompt's special-token text (``<|endoftext|>``) as plain text; chat mode ignores it (the template's output
@@ -62,6 +62,10 @@ def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed
     in_range("temperature", kw["temperature"], *TEMPERATURE, " (0 = greedy)")
     in_range("lookahead", kw["lookahead"], *LOOKAHEAD, " in this app")
     in_range("max new tokens", kw["max_new_tokens"], 1, MAX_NEW_TOKENS, " in this app")
+    if drafter_temperature not in (None, ""):  # empty: the drafter samples at the target's settings
+        kw["drafter_temperature"] = in_range("drafter temperature", number("drafter temperature", drafter_temperature,
+                                                                           float), *TEMPERATURE,
+                                             " (0 = a greedy drafter; empty = the target's temperature)")
     if mode == "chat":
         kw["messages"] = [{"role": "user", "content": prompt}]
     else:

@@ -94,9 +94,11 @@ def output(state: dict, show_rejected: bool) -> str:
                            special_text=state["special_target"], prompt_special=state.get("prompt_special"))
 
 
-def check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt) -> None:
+def check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
+               drafter_temperature=None) -> None:
     """Refuse a form that cannot run (bad numbers, an empty prompt) before anything is loaded for it."""
-    _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt)
+    _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
+              drafter_temperature=drafter_temperature)
 
 
 def load_steps(target, drafter, device="auto", dtype="auto", check=None) -> Iterator[dict]:
@@ -120,21 +122,23 @@ def drafter_lines(text) -> list[str]:
     return [resolve_drafter(line.strip()) for line in str(text or "").splitlines() if line.strip()]
 
 
-def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special=True) -> dict:
+def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special=True,
+              drafter_temperature=None) -> dict:
     return forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-                                   parse_special)
+                                   parse_special, drafter_temperature)
 
 
 def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
               mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True,
-              record=False) -> Iterator[dict]:
+              record=False, drafter_temperature=None) -> Iterator[dict]:
     """One generation, streamed: status while checking and loading, the coloured output every
     :data:`STREAM_INTERVAL_S`, then the summary, the round to open first (``round``: index, ``rounds``: how
     many), its view, the per-round plot and the state. ``record``: keep what the rejection-sampling picture of
     each verified position needs (:mod:`hsd.picture`; a little slower). A failure ends as a status only."""
     try:
         yield {"status": "⏳ Checking the settings and the models…"}
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special)
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special,
+                       drafter_temperature)
         drafter = drafter if algorithm != "ar" else ""  # AR needs no drafter: don't load one
         yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
@@ -166,12 +170,13 @@ def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, loo
 
 
 def compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-                  device="auto", dtype="auto", parse_special=True) -> Iterator[dict]:
+                  device="auto", dtype="auto", parse_special=True, drafter_temperature=None) -> Iterator[dict]:
     """AR and every applicable algorithm, same prompt, settings and seed, repeated interleaved
     (:func:`hsd.bench.run_each`); then the badge, the five figures, the table and its CSV file."""
     try:
         yield {"status": "⏳ Checking the settings and the models…"}
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special)
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special,
+                       drafter_temperature)
         yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
         forms.check_room(pair, kw)
@@ -385,13 +390,14 @@ def picture_view(state: dict | None, label) -> tuple[object, str]:
 
 
 def lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed, mode="raw",
-                   device="auto", dtype="auto") -> Iterator[dict]:
+                   device="auto", dtype="auto", drafter_temperature=None) -> Iterator[dict]:
     """The live losslessness check (:mod:`hsd.lossless`): the next token drawn ``n`` times with AR and with the
     algorithm, against the target's exact distribution; progress, then the figure and its one sentence."""
     from . import lossless
 
     try:
-        kw = _settings(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt)
+        kw = _settings(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt,
+                       drafter_temperature=drafter_temperature)
         n = forms.number("draws", n, int) if n not in (None, "") else 0  # 0 or empty: the algorithm's default
         n = forms.in_range("draws", n, 1, lossless.MAX_N) if n else lossless.default_n(algorithm)
         pair = planning.load_named_pair(target, drafter, device, dtype)
@@ -399,7 +405,8 @@ def lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, to
         text = {k: kw[k] for k in ("prompt", "messages") if k in kw}
         with planning.device_lock(str(pair.target.device)):
             for item in lossless.iter_check(pair, algorithm, n=n, temperature=kw["temperature"], top_k=kw["top_k"],
-                                            top_p=kw["top_p"], lookahead=kw["lookahead"], seed=kw["seed"], **text):
+                                            top_p=kw["top_p"], lookahead=kw["lookahead"], seed=kw["seed"],
+                                            drafter_temperature=kw.get("drafter_temperature"), **text):
                 if isinstance(item, str):
                     yield {"status": "⏳ " + item}
         yield {"status": ("✅ " if item.passed else "❌ ") + lossless.describe(item),

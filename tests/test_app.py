@@ -84,6 +84,28 @@ def test_bad_input_ends_in_a_readable_message(model_dirs, change, message):
     assert _run(model_dirs)[-1][0].startswith("✅")  # the next run works
 
 
+def test_the_drafter_samples_at_its_own_temperature(model_dirs):
+    """The drafter-temperature box reaches the engine (a greedy drafter's q is one-hot), the output is the API's
+    with the same settings, and a bad value is refused before anything loads."""
+    import hsd
+
+    s = {**SETTINGS, "temperature": 1.0, "seed": 2}
+    args = (model_dirs["target"], model_dirs["drafter"], "slem", "def f(x):", s["temperature"], s["top_k"], s["top_p"],
+            s["lookahead"], s["max_new_tokens"], s["seed"])
+    *_, state = list(app.run(*args, drafter_temperature=0))[-1]
+    result = state["result"]
+    assert result.settings["drafter_temperature"] == 0.0
+    assert {d.prob for r in result.rounds for d in r.drafted} == {1.0}
+    pair = hsd.load_pair(model_dirs["target"], model_dirs["drafter"], device="cpu")
+    same = hsd.generate(pair, "def f(x):", algorithm="slem", max_new_tokens=12, temperature=1.0, lookahead=4, seed=2,
+                        drafter_temperature=0.0)
+    assert result.token_ids == same.token_ids
+    status = list(app.run(*args, drafter_temperature=-0.5))[-1][0]
+    assert status.startswith("⚠️") and "drafter temperature" in status and "Loading" not in status
+    *_, state = list(app.run(*args, drafter_temperature=None))[-1]  # empty box: the target's settings
+    assert state["result"].settings["drafter_temperature"] is None
+
+
 def test_unexpected_errors_are_reported_not_raised(model_dirs, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("CUDA out of memory")
