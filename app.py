@@ -86,6 +86,7 @@ class ExampleOut(NamedTuple):
     max_new_tokens: object
     report: object
     availability: object
+    drafter_temperature: object = None
 
 
 def _choice(values: dict):
@@ -472,7 +473,7 @@ def build() -> gr.Blocks:
             token_room, room_in, max_new_tokens, api_visibility="private")
         examples.click(example_chosen, [examples, device, dtype],
                        [preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens, report,
-                        availability], api_visibility="private").then(
+                        availability, drafter_temperature], api_visibility="private").then(
             zerogpu.preset_note, preset, preset_note, api_visibility="private", queue=False).then(
             token_room, room_in, max_new_tokens, api_visibility="private")
         for box in (target, drafter):  # a new pair: every algorithm is offered until Check pair narrows them

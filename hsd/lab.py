@@ -36,8 +36,8 @@ ADVISE_TOKENS, ADVISE_LOOKAHEADS = zerogpu.ADVISE_TOKENS, zerogpu.ADVISE_LOOKAHE
 COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / ψ: the proposal's probability "
                 "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
 BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
-#: (label, preset, prompt, algorithm, temperature, lookahead, max new tokens); the label states every setting the
-#: example fills and is short enough to be shown whole. Prompts end at the end of a line: the target's BPE merges
+#: (label, preset, prompt, algorithm, temperature, lookahead, max new tokens[, drafter temperature]); the label
+#: states every setting the example fills and is short enough to be shown whole. Prompts end at the end of a line: the target's BPE merges
 #: a newline with the next line's indentation, so a prompt ending in a bare newline means "unindented line or end
 #: of file" to it (docs/embedded-pair.md). On the embedded pair sampling does not pay: a classroom sees that too.
 EXAMPLES = [
@@ -242,12 +242,13 @@ def pair_changed(target, drafter, device="auto", dtype="auto", algorithm=None) -
 def example(index, device="auto", dtype="auto") -> dict:
     """The form filled with example ``index``, and its pair checked as :func:`pair_changed` does, in one update
     (so the algorithm choice and the verdict never disagree, even for a moment)."""
-    _, preset, text, algorithm, temperature, lookahead, max_new_tokens = EXAMPLES[int(index)]
+    _, preset, text, algorithm, temperature, lookahead, max_new_tokens, *rest = EXAMPLES[int(index)]
+    drafter_temperature = rest[0] if rest else None  # an optional eighth field; None empties the box
     target, drafter = PAIRS[preset]
     checked = pair_changed(target, drafter, device, dtype, algorithm)
     return {**checked, "algorithm": checked.get("algorithm", algorithm), "preset": preset, "target": target,
             "drafter": drafter, "prompt": text, "temperature": temperature, "lookahead": lookahead,
-            "max_new_tokens": max_new_tokens}
+            "max_new_tokens": max_new_tokens, "drafter_temperature": drafter_temperature}
 
 
 def advise_text(target, drafter, prompt, temperature, device="auto", dtype="auto") -> Iterator[str]:
