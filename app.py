@@ -139,8 +139,9 @@ def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead
     """Stream one generation round by round (:func:`hsd.lab.run_steps`); each update clears what it does not name."""
     args = (target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode,
             device, dtype, show_rejected, parse_special, record, drafter_temperature)
-    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,  # noqa: E731
-                                   drafter_temperature)
+    def check():
+        lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, drafter_temperature)
+
     if (yield from _loaded_first(RunOut, target, drafter if algorithm != "ar" else "", device, dtype, check)):
         yield from _run_on_device(*args)
 
@@ -188,8 +189,9 @@ def _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_
 def lossless_check(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed, mode="raw",
                    device="auto", dtype="auto", drafter_temperature=None, progress=gr.Progress(track_tqdm=True)):
     """The next token drawn n times with AR and with the algorithm, against the target's exact distribution."""
-    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt,  # noqa: E731
-                                   drafter_temperature)
+    def check():
+        lab.check_form(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt, drafter_temperature)
+
     if (yield from _loaded_first(LosslessOut, target, drafter, device, dtype, check)):
         yield from _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead,
                                        seed, mode, device, dtype, drafter_temperature)
@@ -240,8 +242,9 @@ def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_n
     """AR and every applicable algorithm, repeated interleaved (:func:`hsd.lab.compare_steps`); then the figures."""
     args = (target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype,
             parse_special, drafter_temperature)
-    check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,  # noqa: E731
-                                   drafter_temperature)
+    def check():
+        lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, drafter_temperature)
+
     if (yield from _loaded_first(CompareOut, target, drafter, device, dtype, check)):
         yield from _compare_on_device(*args)
 
@@ -370,7 +373,8 @@ def build() -> gr.Blocks:
                     drafter_temperature = gr.Number(None, label="drafter temperature", step=0.1,
                                                     elem_id="hsd-drafter-temperature",
                                                     info="empty = the target's; 0 = a greedy drafter (often more "
-                                                         "exact matches for SLEM). Changes acceptance, never the output")
+                                                         "exact matches for SLEM). Changes acceptance, never the "
+                                                         "output")
                 with gr.Accordion("Prompt format, device, dtype", open=False):
                     mode = gr.Radio(["raw", "chat"], value="raw", label="prompt",
                                     info="chat: each model's own chat template")
@@ -497,7 +501,8 @@ def build() -> gr.Blocks:
             lossless_check, [target, drafter, algorithm, prompt, draws, temperature, top_k, top_p, lookahead, seed,
                              mode, device, dtype, drafter_temperature], [lossless_status, lossless_plot],
             api_name="lossless", **gpu)
-        compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs, parse_special, drafter_temperature],
+        compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs, parse_special,
+                                                    drafter_temperature],
                                           [status, badge, speedup, tokens_time, histogram, positions, time_split,
                                            table, csv], api_name="compare", **gpu)
         check_btn.click(check_pair, pair_in, check_out, api_name="check").then(
