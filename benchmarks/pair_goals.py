@@ -13,8 +13,10 @@
    seconds) of the algorithm over the same for AR.
 
 ``--lookahead auto`` chooses each goal's lookahead by measurement on the last 4 code prompts (never among
-the measured ones): the fastest of 1, 2, 3, 5 and 8, and when sampling also whether the drafter drafts at
-the target's temperature or greedily (``drafter_temperature=0``, lossless like any drafter distribution). The issue fixes no lookahead, and a user would tune it
+the measured ones): the fastest of 1, 2, 3, 5 and 8, of a dynamic lookahead (up to 12, stopping after a
+drafted token the drafter gives less than 0.5 or 0.7: ``draft_threshold``), and when sampling also whether the
+drafter drafts at the target's temperature or greedily (``drafter_temperature=0``, lossless like any drafter
+distribution). The issue fixes no lookahead, and a user would tune it
 (the app's Advise does); a fixed 5 under-states the algorithms that accept little per round.
 
 ``--write-cards`` puts the table into the target's model card (``hsd-engine`` block).
@@ -62,29 +64,38 @@ def quality(pair, prompts, new_tokens: int):
 
 
 AUTO_LOOKAHEADS = (1, 2, 3, 5, 8)
+# dynamic lookaheads (lookahead, draft_threshold): draft up to 12 tokens, stopping after one the drafter doubts
+AUTO_DYNAMIC = ((12, 0.5), (12, 0.7))
 CALIBRATION = 4  # the last prompts of the set choose the lookahead; the measured ones come from the front
 
 
 def choose_lookahead(pair, algorithm, temperature, prompts, max_new_tokens) -> tuple[tuple, dict]:
-    """The (lookahead, drafter temperature) with the most tokens/s on ``prompts`` (calibration prompts, never
-    the measured ones), measured directly: each candidate runs every prompt once. When sampling, the drafter
-    may also draft greedily (drafter temperature 0): the drafter's distribution is a free choice that changes
-    acceptance, never the output, and a greedy drafter maximises an exact match's chance (``Σ p·q`` is at most
-    ``max p``, reached by drafting the argmax)."""
+    """The (lookahead, drafter temperature, draft threshold) with the most tokens/s on ``prompts`` (calibration
+    prompts, never the measured ones), measured directly: each candidate runs every prompt once.
+
+    * Lookaheads :data:`AUTO_LOOKAHEADS`, and for the algorithms that draft token by token (SD, SLEM, TLI) the
+      dynamic ones :data:`AUTO_DYNAMIC` (``draft_threshold``: a round stops drafting after a token the drafter
+      doubts).
+    * When sampling, the drafter may also draft greedily (drafter temperature 0): the drafter's distribution is
+      a free choice that changes acceptance, never the output, and a greedy drafter maximises an exact match's
+      chance (``Σ p·q`` is at most ``max p``, reached by drafting the argmax)."""
+    shapes = [(k, 0.0) for k in AUTO_LOOKAHEADS] + (list(AUTO_DYNAMIC) if algorithm != "slrs" else [])
     rates = {}
     for drafter_t in ((None, 0.0) if temperature > 0 else (None,)):
-        for k in AUTO_LOOKAHEADS:
+        for k, threshold in shapes:
             tokens = seconds = 0
             for i, prompt in enumerate(prompts):
                 res = hsd.generate(pair, prompt, algorithm=algorithm, max_new_tokens=max_new_tokens,
-                                   temperature=temperature, lookahead=k, seed=1000 + i, drafter_temperature=drafter_t)
+                                   temperature=temperature, lookahead=k, seed=1000 + i, drafter_temperature=drafter_t,
+                                   draft_threshold=threshold)
                 tokens, seconds = tokens + len(res.token_ids), seconds + res.metrics["total_s"]
-            rates[k, drafter_t] = tokens / seconds
+            rates[k, drafter_t, threshold] = tokens / seconds
     return max(rates, key=rates.get), rates
 
 
-def setting_text(k, drafter_t) -> str:
-    return f"{k}" + ("" if drafter_t is None else f", drafter T={drafter_t:g}")
+def setting_text(k, drafter_t, threshold=0.0) -> str:
+    return (f"{k}" + ("" if not threshold else f" (stop below {threshold:g})")
+            + ("" if drafter_t is None else f", drafter T={drafter_t:g}"))
 
 
 def human_share(tokenizer, n_prompts: int, new_tokens: int) -> float | None:
@@ -106,14 +117,15 @@ def human_share(tokenizer, n_prompts: int, new_tokens: int) -> float | None:
     return statistics.mean(shares) if len(shares) == n_prompts else None
 
 
-def speed(pair, algorithm, temperature, prompts, args, lookahead, drafter_t=None):
+def speed(pair, algorithm, temperature, prompts, args, lookahead, drafter_t=None, threshold=0.0):
     totals = {"ar": [0, 0.0], algorithm: [0, 0.0]}
     taus, accepts = [], []
     for i, prompt in enumerate(prompts):
         for name in ("ar", algorithm):
             res = hsd.generate(pair, prompt, algorithm=name, max_new_tokens=args.max_new_tokens,
                                temperature=temperature, lookahead=lookahead, seed=i,
-                               drafter_temperature=None if name == "ar" else drafter_t)
+                               drafter_temperature=None if name == "ar" else drafter_t,
+                               draft_threshold=0.0 if name == "ar" else threshold)
             totals[name][0] += len(res.token_ids)
             totals[name][1] += res.metrics["total_s"]
             if name != "ar":
@@ -122,7 +134,7 @@ def speed(pair, algorithm, temperature, prompts, args, lookahead, drafter_t=None
     ar_tps = totals["ar"][0] / totals["ar"][1]
     alg_tps = totals[algorithm][0] / totals[algorithm][1]
     return dict(ar_tps=ar_tps, tps=alg_tps, speedup=alg_tps / ar_tps, tau=statistics.mean(taus),
-                acceptance=statistics.mean(accepts), lookahead=setting_text(lookahead, drafter_t))
+                acceptance=statistics.mean(accepts), lookahead=setting_text(lookahead, drafter_t, threshold))
 
 
 def bits_per_char(work: Path) -> dict | None:
@@ -159,7 +171,8 @@ def table(rows, machine: str, args) -> str:
     lines = [f"Measured with `python benchmarks/pair_goals.py` on {time.strftime('%Y-%m-%d')}: {machine}; "
              f"{args.prompts} held-out code prompts x {args.max_new_tokens} new tokens, "
              + ("the lookahead of each row (and, when sampling, whether the drafter drafts greedily) chosen on 4 "
-                f"other held-out prompts, the fastest of k = {', '.join(map(str, AUTO_LOOKAHEADS))}, "
+                f"other held-out prompts, the fastest of k = {', '.join(map(str, AUTO_LOOKAHEADS))} and up to 12 "
+                "stopping after a drafted token the drafter gives less than 0.5 or 0.7 (SD, SLEM, TLI), "
                 if args.lookahead == "auto" else f"lookahead {args.lookahead}, ")
              + "AR and the algorithm alternating prompt by prompt in one run.", "",
              "| drafter | algorithm | T | k | AR tok/s | tok/s | speedup vs AR | goal | τ | acceptance |",
@@ -252,14 +265,15 @@ def main(argv=None) -> int:
     for preset, algorithm, temperature, goal in wanted:
         pair = pairs[preset]
         hsd.generate(pair, prompts[0], algorithm=algorithm, max_new_tokens=8, temperature=temperature)  # warm-up
-        (k, drafter_t), rates = (args.lookahead, None), None
+        (k, drafter_t, threshold), rates = (args.lookahead, None, 0.0), None
         if k == "auto":
-            (k, drafter_t), rates = choose_lookahead(pair, algorithm, temperature, calibration, args.max_new_tokens)
-            print(f"{preset:16s} {algorithm:5s} T={temperature:<4} lookahead {setting_text(k, drafter_t)} "
+            (k, drafter_t, threshold), rates = choose_lookahead(pair, algorithm, temperature, calibration,
+                                                                args.max_new_tokens)
+            print(f"{preset:16s} {algorithm:5s} T={temperature:<4} lookahead {setting_text(k, drafter_t, threshold)} "
                   "(calibration tok/s: " + ", ".join(f"k={setting_text(*kk)} {v:.1f}" for kk, v in rates.items()) + ")")
             rates = {setting_text(*kk): v for kk, v in rates.items()}
         row = dict(preset=preset, algorithm=algorithm, temperature=temperature, goal=goal,
-                   **speed(pair, algorithm, temperature, prompts, args, k, drafter_t), calibration=rates)
+                   **speed(pair, algorithm, temperature, prompts, args, k, drafter_t, threshold), calibration=rates)
         rows.append(row)
         verdict = "" if goal is None else ("  met" if row["speedup"] >= goal else f"  MISSED (goal {goal}x)")
         print(f"{preset:16s} {algorithm:5s} T={temperature:<4} AR {row['ar_tps']:7.1f} tok/s  {row['tps']:7.1f} tok/s  "

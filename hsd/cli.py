@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--drafter-temperature", type=float, default=None,
                      help="the drafter's own temperature (default: the target's); changes acceptance, never the "
                           "output's distribution. 0 (a greedy drafter) often helps SLEM when sampling")
+    gen.add_argument("--draft-threshold", type=float, default=0.0,
+                     help="stop a round's drafting after a token the drafter gives less than this probability "
+                          "(0 = off); with a large --lookahead the drafts get long only where the drafter is sure")
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--json", type=Path, help="write {text, token_ids, rounds, metrics} to this file")
     voc = sub.add_parser("vocab", help="report how the target's and drafter's vocabularies relate")
@@ -117,7 +120,7 @@ def _metrics_lines(m) -> list[str]:
 
 
 def cmd_generate(args) -> int:
-    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int, generate, special_spans
+    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int, check_draft_threshold, generate, special_spans
     from .sampling import Sampling
 
     prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
@@ -127,6 +130,7 @@ def cmd_generate(args) -> int:
             Sampling(args.drafter_temperature, args.top_k, args.top_p)
         except InvalidSettingError as exc:
             raise InvalidSettingError(f"--drafter-temperature: {exc}") from None
+    check_draft_threshold(args.draft_threshold)
     check_output_file(args.json)
     _check_int("lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
@@ -136,7 +140,7 @@ def cmd_generate(args) -> int:
     pair = load_cli_pair(args, need_drafter=ALGORITHMS[args.algorithm].needs_drafter, hint=" (or use --algorithm ar)")
     kwargs = dict(algorithm=args.algorithm, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                   top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead, seed=args.seed,
-                  drafter_temperature=args.drafter_temperature)
+                  drafter_temperature=args.drafter_temperature, draft_threshold=args.draft_threshold)
     if args.chat:
         res = generate(pair, messages=[{"role": "user", "content": prompt}], **kwargs)
     else:

@@ -26,6 +26,15 @@ def _check_int(name: str, value, low: int, high: int, hint: str) -> int:
     return value
 
 
+def check_draft_threshold(value) -> float:
+    """``draft_threshold`` is a probability below 1 (0: off)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0
+    if not ok:
+        raise InvalidSettingError(f"draft_threshold must be a number in [0, 1) (0 = off: always draft the whole "
+                                  f"lookahead), got {value!r}.")
+    return float(value)
+
+
 def check_algorithm(pair: Pair, algorithm: str) -> None:
     """Raise a specific error if ``algorithm`` cannot run on ``pair``."""
     if algorithm not in ALGORITHMS:
@@ -117,7 +126,8 @@ def open_session(pair: Pair, prompt: str | None = None, *, messages: list[dict] 
                  algorithm: str = "slem", max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
                  slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None,
-                 parse_special: bool = True, record_distributions: bool | int = False) -> Session:
+                 parse_special: bool = True, record_distributions: bool | int = False,
+                 draft_threshold: float = 0.0) -> Session:
     """Check every setting of :func:`stream` and build its :class:`Session`, not prefilled yet (:mod:`hsd.lossless`
     runs one session's first round many times)."""
     check_algorithm(pair, algorithm)
@@ -132,6 +142,7 @@ def open_session(pair: Pair, prompt: str | None = None, *, messages: list[dict] 
     _check_int("lookahead", lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
     _check_int("seed", seed, -2**63, 2**63 - 1, "any integer")
+    check_draft_threshold(draft_threshold)
     top = TOP if record_distributions is True else record_distributions or 0
     _check_int("record_distributions", top, 0, 10**6, "True, False, or tokens to keep per position")
     spec = ALGORITHMS[algorithm]
@@ -157,7 +168,8 @@ def open_session(pair: Pair, prompt: str | None = None, *, messages: list[dict] 
                                               parse_special=parse_special)[0])
         # A prompt longer than the drafter's context is not refused: the drafter is full from the start, and
         # every round is target-only, as when it fills up mid-run (DrafterContext.full); the output is the same.
-    settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling, slrs_max_paths, slrs_max_forwards)
+    settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling, slrs_max_paths, slrs_max_forwards,
+                        float(draft_threshold))
     s = Session(pair, settings, prompt_ids, drafter_ids, Rng(seed))
     if top:
         vocab = pair.target.vocab
@@ -169,7 +181,8 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
            max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
            lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
            slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None,
-           parse_special: bool = True, record_distributions: bool | int = False) -> Iterator[Round | Result]:
+           parse_special: bool = True, record_distributions: bool | int = False,
+           draft_threshold: float = 0.0) -> Iterator[Round | Result]:
     """Run one generation, yielding each :class:`Round` as it completes, then the :class:`Result`.
 
     ``parse_special=False`` reads special-token text in a raw prompt (``<|endoftext|>``) as plain text, for the
@@ -177,6 +190,10 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
 
     ``slrs_max_paths`` (drafter paths per ψ; a token needing more is proposed as ⊥) and ``slrs_max_forwards``
     (drafting forwards per round) bound SLRS's cost without ever stopping a run (see ``docs/slrs.md``).
+    ``draft_threshold`` (0, off, by default) makes the lookahead dynamic for SD, SLEM and TLI: a round stops
+    drafting after a token whose probability under the drafter (at temperature 1) is below it, so a large
+    ``lookahead`` drafts far where the drafter is sure and little where it is not (SLRS, whose lookahead counts
+    target positions, and AR ignore it). It changes the proposals, never the output's distribution.
     ``record_distributions`` (off by default) keeps, on every verified position, what the rejection-sampling
     picture needs (``Position.dist``, :mod:`hsd.picture`): ``True`` for the target's 20 most probable tokens,
     or a number of tokens. The output is the same either way; SLRS then also evaluates ψ on each verified
@@ -187,7 +204,7 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
                      temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead, seed=seed,
                      drafter_temperature=drafter_temperature, slrs_max_paths=slrs_max_paths,
                      slrs_max_forwards=slrs_max_forwards, parse_special=parse_special,
-                     record_distributions=record_distributions)
+                     record_distributions=record_distributions, draft_threshold=draft_threshold)
     spec = ALGORITHMS[algorithm]
     prompt_ids = s.ids[:s.prompt_len]
     top = s.recorder.top if s.recorder else 0
@@ -212,7 +229,7 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
         text=bytes(s.generated).decode("utf-8", errors="replace"), rounds=s.rounds, metrics=metrics,
         settings={"temperature": temperature, "top_k": top_k, "top_p": top_p, "lookahead": lookahead,
                   "max_new_tokens": max_new_tokens, "seed": seed, "drafter_temperature": drafter_temperature,
-                  "parse_special": parse_special,
+                  "draft_threshold": draft_threshold, "parse_special": parse_special,
                   **pair.provenance(),  # names, revisions asked for, commits loaded
                   "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", ""),
                   **({"record_distributions": top} if top else {})},

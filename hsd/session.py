@@ -29,6 +29,7 @@ class Settings:
     drafter_sampling: Sampling
     slrs_max_paths: int | None = None  # SLRS limits (None: the defaults in algorithms/slrs.py)
     slrs_max_forwards: int | None = None
+    draft_threshold: float = 0.0  # stop a round's drafting after a token the drafter gives less (0: never)
 
 
 class Clock:
@@ -83,13 +84,17 @@ class DrafterContext:
             self.runner.crop(len(self.ids) - 1)
         return self.runner.forward(self.ids[len(self.runner):], keep=1)[-1]
 
-    def draft(self, k: int, sampling: Sampling, rng: Rng, allowed: torch.Tensor | None = None):
+    def draft(self, k: int, sampling: Sampling, rng: Rng, allowed: torch.Tensor | None = None,
+              threshold: float = 0.0):
         """Sample up to ``k`` drafter tokens after ``ids`` (spec §1 step 1, §2 step 1, §3 step 2).
 
         ``allowed`` (a boolean mask over the drafter vocabulary) restricts the distribution, which is
-        then renormalised: TLI's ``q'``. Drafting stops early after a special token (EOS) or when the
-        drafter's context is full. Returns the tokens and the ``[n, V_drafter]`` distributions they
-        were sampled from.
+        then renormalised: TLI's ``q'``. Drafting stops early after a special token (EOS), when the
+        drafter's context is full, or after a token whose probability under the drafter (at temperature
+        1, among the allowed tokens) is below ``threshold``: a guess the drafter itself doubts is likely
+        rejected, and every token drafted after it would be wasted (a dynamic lookahead; the decision
+        uses only the drafter's own state, so the algorithms stay lossless). Returns the tokens and the
+        ``[n, V_drafter]`` distributions they were sampled from.
         """
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
@@ -105,6 +110,8 @@ class DrafterContext:
             tokens.append(token)
             rows.append(q[0])
             if token in specials:
+                break
+            if threshold and i + 1 < k and float(torch.softmax(logits.float(), -1)[token]) < threshold:
                 break
         probs = torch.stack(rows) if rows else torch.empty(0, self.model.n_logits, device=self.runner.device)
         return tokens, probs

@@ -43,6 +43,21 @@ def test_generate_takes_the_drafters_own_temperature(model_dirs, tmp_path):
     assert bad.returncode != 0 and "--drafter-temperature" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_generate_takes_a_draft_threshold(model_dirs, tmp_path):
+    """--draft-threshold: the API's run with the same threshold (drafts cut short), checked before loading."""
+    out = tmp_path / "run.json"
+    common = ("--target", model_dirs["target"], "--drafter", model_dirs["drafter"], "--algorithm", "tli",
+              "--prompt", "def f(x):", "--max-new-tokens", "16", "--lookahead", "8")
+    proc = _run("generate", *common, "--draft-threshold", "0.6", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    pair = hsd.load_pair(model_dirs["target"], model_dirs["drafter"], device="cpu")
+    res = hsd.generate(pair, "def f(x):", algorithm="tli", max_new_tokens=16, lookahead=8, draft_threshold=0.6)
+    data = json.loads(out.read_text())
+    assert [len(r["drafted"]) for r in data["rounds"]] == [len(r.drafted) for r in res.rounds]
+    bad = _run("generate", *common, "--draft-threshold", "1")
+    assert bad.returncode == 2 and "draft_threshold must be a number in [0, 1)" in bad.stderr
+
+
 def test_vocab_report(model_dirs, tmp_path):
     out = tmp_path / "vocab.json"
     proc = _run("vocab", "--target", model_dirs["target"], "--drafter", model_dirs["drafter"], "--json", str(out))

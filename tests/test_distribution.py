@@ -95,6 +95,18 @@ def test_a_drafter_sampling_at_its_own_temperature_stays_lossless(algorithm, dra
     assert tv(got, exact) < BOUND
 
 
+@pytest.mark.parametrize("algorithm,kind", [("sd", "shared"), ("tli", "bpe<-sp"),
+                                            pytest.param("slem", "bpe<-sp", marks=pytest.mark.slow)])
+def test_a_dynamic_lookahead_stays_lossless(algorithm, kind):
+    """``draft_threshold``: how far a round drafts depends on the drafter's own probabilities of what it drew;
+    the output must still follow the target's distribution (a draft length chosen by the drafter alone)."""
+    pair = _pair(kind)
+    exact = exact_two_token_distribution(pair, SETTINGS[0])
+    got = empirical(pair, algorithm, dict(SETTINGS[0], draft_threshold=0.5))
+    assert tv(first_token(got), first_token(exact)) < BOUND
+    assert tv(got, exact) < BOUND
+
+
 def _slrs_settings(settings, budget):
     return dict(settings, slrs_max_paths=budget) if budget else settings
 

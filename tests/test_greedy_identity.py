@@ -69,3 +69,19 @@ def test_eos_stops_exactly_like_autoregressive():
             break
     else:
         pytest.skip("no seed reached EOS")
+
+
+@pytest.mark.parametrize("pair_name", ["shared padded", "bpe<-sp"])
+def test_greedy_output_identical_with_a_dynamic_lookahead(pair_name):
+    """``draft_threshold`` stops a round's drafting after a token the drafter doubts: shorter, uneven drafts,
+    the same output."""
+    pair = PAIRS[pair_name]()
+    short = 0
+    for prompt in PROMPTS[:6]:
+        ref = hsd.generate(pair, prompt, algorithm="ar", max_new_tokens=20)
+        for algorithm in [a for a in ALGORITHMS[pair_name] if a != "slrs"]:
+            res = hsd.generate(pair, prompt, algorithm=algorithm, max_new_tokens=20, lookahead=8, draft_threshold=0.6)
+            assert res.token_ids == ref.token_ids and res.stop_reason == ref.stop_reason, (algorithm, prompt)
+            assert res.settings["draft_threshold"] == 0.6
+            short += sum(0 < len(r.drafted) < 8 for r in res.rounds)
+    assert short > 0  # the threshold did stop some drafts early

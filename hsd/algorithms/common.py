@@ -23,7 +23,8 @@ def draft(rnd: Round, s: Session, k: int, allowed: torch.Tensor | None = None) -
     """Up to ``k`` drafter tokens (:meth:`DrafterContext.draft`), their forwards and time recorded on ``rnd``."""
     d = s.drafter
     before = d.runner.forwards
-    drafted, q = d.draft(k, s.settings.drafter_sampling, s.rng, allowed=allowed)
+    drafted, q = d.draft(k, s.settings.drafter_sampling, s.rng, allowed=allowed,
+                         threshold=s.settings.draft_threshold)
     rnd.drafter_forwards = d.runner.forwards - before
     rnd.t_draft = s.clock.split()
     return drafted, q
