@@ -87,6 +87,7 @@ class ExampleOut(NamedTuple):
     report: object
     availability: object
     drafter_temperature: object = None
+    draft_threshold: object = None
 
 
 def _choice(values: dict):
@@ -126,21 +127,22 @@ def _run_out(values: dict) -> RunOut:
 @zerogpu.gpu(zerogpu.run_duration, on_error=lambda sentence: RunOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _run_on_device(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
                    mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-                   drafter_temperature=None, progress=None):
+                   drafter_temperature=None, draft_threshold=None, progress=None):
     for values in lab.run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead,
                                 max_new_tokens, seed, mode, device, dtype, show_rejected, parse_special, record,
-                                drafter_temperature):
+                                drafter_temperature, draft_threshold):
         yield _run_out(values)
 
 
 def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
         mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-        drafter_temperature=None, progress=gr.Progress(track_tqdm=True)):
+        drafter_temperature=None, draft_threshold=None, progress=gr.Progress(track_tqdm=True)):
     """Stream one generation round by round (:func:`hsd.lab.run_steps`); each update clears what it does not name."""
     args = (target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode,
-            device, dtype, show_rejected, parse_special, record, drafter_temperature)
+            device, dtype, show_rejected, parse_special, record, drafter_temperature, draft_threshold)
     def check():
-        lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, drafter_temperature)
+        lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, drafter_temperature,
+                       draft_threshold)
 
     if (yield from _loaded_first(RunOut, target, drafter if algorithm != "ar" else "", device, dtype, check)):
         yield from _run_on_device(*args)
@@ -180,21 +182,24 @@ class LosslessOut(NamedTuple):
 
 @zerogpu.gpu(60, on_error=lambda sentence: LosslessOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed,
-                        mode="raw", device="auto", dtype="auto", drafter_temperature=None, progress=None):
+                        mode="raw", device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None,
+                        progress=None):
     for values in lab.lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead,
-                                     seed, mode, device, dtype, drafter_temperature):
+                                     seed, mode, device, dtype, drafter_temperature, draft_threshold):
         yield LosslessOut(**values)
 
 
 def lossless_check(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed, mode="raw",
-                   device="auto", dtype="auto", drafter_temperature=None, progress=gr.Progress(track_tqdm=True)):
+                   device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None,
+                   progress=gr.Progress(track_tqdm=True)):
     """The next token drawn n times with AR and with the algorithm, against the target's exact distribution."""
     def check():
-        lab.check_form(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt, drafter_temperature)
+        lab.check_form(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt, drafter_temperature,
+                       draft_threshold)
 
     if (yield from _loaded_first(LosslessOut, target, drafter, device, dtype, check)):
         yield from _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead,
-                                       seed, mode, device, dtype, drafter_temperature)
+                                       seed, mode, device, dtype, drafter_temperature, draft_threshold)
 
 
 def show_round(state, index):
@@ -230,20 +235,21 @@ def rerender(state, show_rejected):
 @zerogpu.gpu(zerogpu.compare_duration, on_error=lambda sentence: CompareOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _compare_on_device(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
                        mode="raw", device="auto", dtype="auto", parse_special=True, drafter_temperature=None,
-                       progress=None):
+                       draft_threshold=None, progress=None):
     for values in lab.compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens,
-                                    seed, mode, device, dtype, parse_special, drafter_temperature):
+                                    seed, mode, device, dtype, parse_special, drafter_temperature, draft_threshold):
         yield CompareOut(**values)
 
 
 def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-            device="auto", dtype="auto", parse_special=True, drafter_temperature=None,
+            device="auto", dtype="auto", parse_special=True, drafter_temperature=None, draft_threshold=None,
             progress=gr.Progress(track_tqdm=True)):
     """AR and every applicable algorithm, repeated interleaved (:func:`hsd.lab.compare_steps`); then the figures."""
     args = (target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype,
-            parse_special, drafter_temperature)
+            parse_special, drafter_temperature, draft_threshold)
     def check():
-        lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, drafter_temperature)
+        lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, drafter_temperature,
+                       draft_threshold)
 
     if (yield from _loaded_first(CompareOut, target, drafter, device, dtype, check)):
         yield from _compare_on_device(*args)
@@ -375,6 +381,10 @@ def build() -> gr.Blocks:
                                                     info="empty = the target's; 0 = a greedy drafter (often more "
                                                          "exact matches for SLEM). Changes acceptance, never the "
                                                          "output")
+                    draft_threshold = gr.Number(None, label="draft threshold (dynamic lookahead)", step=0.05,
+                                                elem_id="hsd-draft-threshold",
+                                                info="SD, SLEM, TLI: stop a round's draft after a token the drafter "
+                                                     "gives less than this; empty or 0 = draft all k")
                 with gr.Accordion("Prompt format, device, dtype", open=False):
                     mode = gr.Radio(["raw", "chat"], value="raw", label="prompt",
                                     info="chat: each model's own chat template")
@@ -477,7 +487,7 @@ def build() -> gr.Blocks:
             token_room, room_in, max_new_tokens, api_visibility="private")
         examples.click(example_chosen, [examples, device, dtype],
                        [preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens, report,
-                        availability, drafter_temperature], api_visibility="private").then(
+                        availability, drafter_temperature, draft_threshold], api_visibility="private").then(
             zerogpu.preset_note, preset, preset_note, api_visibility="private", queue=False).then(
             token_room, room_in, max_new_tokens, api_visibility="private")
         for box in (target, drafter):  # a new pair: every algorithm is offered until Check pair narrows them
@@ -490,7 +500,8 @@ def build() -> gr.Blocks:
             token_room, room_in, max_new_tokens, api_visibility="private")
         run_out = [status, output, round_idx, round_view, rounds_plot, state]
         run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected, parse_special,
-                                        record, drafter_temperature], run_out, api_name="run", **gpu)
+                                        record, drafter_temperature, draft_threshold], run_out, api_name="run",
+                                  **gpu)
         run_event.then(picture_positions, state, picture_position, api_visibility="private", queue=False)
         picture_position.change(show_picture, [state, picture_position], [picture_plot, picture_text],
                                 api_name="picture", concurrency_limit=4)
@@ -499,10 +510,11 @@ def build() -> gr.Blocks:
             picture_positions, state, picture_position, api_visibility="private", queue=False)
         lossless_event = lossless_btn.click(
             lossless_check, [target, drafter, algorithm, prompt, draws, temperature, top_k, top_p, lookahead, seed,
-                             mode, device, dtype, drafter_temperature], [lossless_status, lossless_plot],
+                             mode, device, dtype, drafter_temperature, draft_threshold],
+            [lossless_status, lossless_plot],
             api_name="lossless", **gpu)
         compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs, parse_special,
-                                                    drafter_temperature],
+                                                    drafter_temperature, draft_threshold],
                                           [status, badge, speedup, tokens_time, histogram, positions, time_split,
                                            table, csv], api_name="compare", **gpu)
         check_btn.click(check_pair, pair_in, check_out, api_name="check").then(

@@ -50,7 +50,7 @@ def in_range(name: str, value, low, high, hint: str = ""):
 
 
 def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-                      parse_special=True, drafter_temperature=None) -> dict:
+                      parse_special=True, drafter_temperature=None, draft_threshold=None) -> dict:
     """The keyword arguments of :func:`hsd.generate` for a form's values; ``mode`` ``"chat"`` sends the prompt
     as one user message through each model's chat template. ``parse_special=False`` (a checkbox) reads a raw
     prompt's special-token text (``<|endoftext|>``) as plain text; chat mode ignores it (the template's output
@@ -66,6 +66,9 @@ def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed
         kw["drafter_temperature"] = in_range("drafter temperature", number("drafter temperature", drafter_temperature,
                                                                            float), *TEMPERATURE,
                                              " (0 = a greedy drafter; empty = the target's temperature)")
+    if draft_threshold not in (None, "", 0):  # empty or 0: always draft the whole lookahead
+        kw["draft_threshold"] = in_range("draft threshold", number("draft threshold", draft_threshold, float),
+                                         0.0, 0.99, " (0 = off: always draft the whole lookahead)")
     if mode == "chat":
         kw["messages"] = [{"role": "user", "content": prompt}]
     else:

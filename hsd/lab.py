@@ -36,10 +36,11 @@ ADVISE_TOKENS, ADVISE_LOOKAHEADS = zerogpu.ADVISE_TOKENS, zerogpu.ADVISE_LOOKAHE
 COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / ψ: the proposal's probability "
                 "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
 BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
-#: (label, preset, prompt, algorithm, temperature, lookahead, max new tokens[, drafter temperature]); the label
-#: states every setting the example fills and is short enough to be shown whole. Prompts end at the end of a line: the target's BPE merges
-#: a newline with the next line's indentation, so a prompt ending in a bare newline means "unindented line or end
-#: of file" to it (docs/embedded-pair.md). On the embedded pair sampling does not pay: a classroom sees that too.
+#: (label, preset, prompt, algorithm, temperature, lookahead, max new tokens[, drafter temperature[, draft
+#: threshold]]); the label states every setting the example fills and is short enough to be shown whole. Prompts
+#: end at the end of a line: the target's BPE merges a newline with the next line's indentation, so a prompt
+#: ending in a bare newline means "unindented line or end of file" to it (docs/embedded-pair.md). On the embedded
+#: pair sampling does not pay: a classroom sees that too.
 EXAMPLES = [
     ("slem · T=0 · k=5 · 96 tokens: def fibonacci(n):", EMBEDDED, "def fibonacci(n):", "slem", 0, 5, 96),
     ("slem · T=0 · k=5 · 96 tokens: class Stack:", EMBEDDED, "class Stack:\n    def __init__(self):", "slem", 0, 5,
@@ -95,10 +96,10 @@ def output(state: dict, show_rejected: bool) -> str:
 
 
 def check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-               drafter_temperature=None) -> None:
+               drafter_temperature=None, draft_threshold=None) -> None:
     """Refuse a form that cannot run (bad numbers, an empty prompt) before anything is loaded for it."""
     _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-              drafter_temperature=drafter_temperature)
+              drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)
 
 
 def load_steps(target, drafter, device="auto", dtype="auto", check=None) -> Iterator[dict]:
@@ -123,14 +124,14 @@ def drafter_lines(text) -> list[str]:
 
 
 def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special=True,
-              drafter_temperature=None) -> dict:
+              drafter_temperature=None, draft_threshold=None) -> dict:
     return forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-                                   parse_special, drafter_temperature)
+                                   parse_special, drafter_temperature, draft_threshold)
 
 
 def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
               mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True,
-              record=False, drafter_temperature=None) -> Iterator[dict]:
+              record=False, drafter_temperature=None, draft_threshold=None) -> Iterator[dict]:
     """One generation, streamed: status while checking and loading, the coloured output every
     :data:`STREAM_INTERVAL_S`, then the summary, the round to open first (``round``: index, ``rounds``: how
     many), its view, the per-round plot and the state. ``record``: keep what the rejection-sampling picture of
@@ -138,7 +139,7 @@ def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, loo
     try:
         yield {"status": "⏳ Checking the settings and the models…"}
         kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special,
-                       drafter_temperature)
+                       drafter_temperature, draft_threshold)
         drafter = drafter if algorithm != "ar" else ""  # AR needs no drafter: don't load one
         yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
@@ -170,13 +171,14 @@ def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, loo
 
 
 def compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-                  device="auto", dtype="auto", parse_special=True, drafter_temperature=None) -> Iterator[dict]:
+                  device="auto", dtype="auto", parse_special=True, drafter_temperature=None,
+                  draft_threshold=None) -> Iterator[dict]:
     """AR and every applicable algorithm, same prompt, settings and seed, repeated interleaved
     (:func:`hsd.bench.run_each`); then the badge, the five figures, the table and its CSV file."""
     try:
         yield {"status": "⏳ Checking the settings and the models…"}
         kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special,
-                       drafter_temperature)
+                       drafter_temperature, draft_threshold)
         yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
         forms.check_room(pair, kw)
@@ -243,12 +245,14 @@ def example(index, device="auto", dtype="auto") -> dict:
     """The form filled with example ``index``, and its pair checked as :func:`pair_changed` does, in one update
     (so the algorithm choice and the verdict never disagree, even for a moment)."""
     _, preset, text, algorithm, temperature, lookahead, max_new_tokens, *rest = EXAMPLES[int(index)]
-    drafter_temperature = rest[0] if rest else None  # an optional eighth field; None empties the box
+    # optional eighth and ninth fields; None empties their boxes
+    drafter_temperature, draft_threshold = (list(rest) + [None, None])[:2]
     target, drafter = PAIRS[preset]
     checked = pair_changed(target, drafter, device, dtype, algorithm)
     return {**checked, "algorithm": checked.get("algorithm", algorithm), "preset": preset, "target": target,
             "drafter": drafter, "prompt": text, "temperature": temperature, "lookahead": lookahead,
-            "max_new_tokens": max_new_tokens, "drafter_temperature": drafter_temperature}
+            "max_new_tokens": max_new_tokens, "drafter_temperature": drafter_temperature,
+            "draft_threshold": draft_threshold}
 
 
 def advise_text(target, drafter, prompt, temperature, device="auto", dtype="auto") -> Iterator[str]:
@@ -391,14 +395,14 @@ def picture_view(state: dict | None, label) -> tuple[object, str]:
 
 
 def lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed, mode="raw",
-                   device="auto", dtype="auto", drafter_temperature=None) -> Iterator[dict]:
+                   device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None) -> Iterator[dict]:
     """The live losslessness check (:mod:`hsd.lossless`): the next token drawn ``n`` times with AR and with the
     algorithm, against the target's exact distribution; progress, then the figure and its one sentence."""
     from . import lossless
 
     try:
         kw = _settings(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt,
-                       drafter_temperature=drafter_temperature)
+                       drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)
         n = forms.number("draws", n, int) if n not in (None, "") else 0  # 0 or empty: the algorithm's default
         n = forms.in_range("draws", n, 1, lossless.MAX_N) if n else lossless.default_n(algorithm)
         pair = planning.load_named_pair(target, drafter, device, dtype)
@@ -407,7 +411,8 @@ def lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, to
         with planning.device_lock(str(pair.target.device)):
             for item in lossless.iter_check(pair, algorithm, n=n, temperature=kw["temperature"], top_k=kw["top_k"],
                                             top_p=kw["top_p"], lookahead=kw["lookahead"], seed=kw["seed"],
-                                            drafter_temperature=kw.get("drafter_temperature"), **text):
+                                            drafter_temperature=kw.get("drafter_temperature"),
+                                            draft_threshold=kw.get("draft_threshold", 0.0), **text):
                 if isinstance(item, str):
                     yield {"status": "⏳ " + item}
         yield {"status": ("✅ " if item.passed else "❌ ") + lossless.describe(item),

@@ -223,14 +223,14 @@ def iter_check(pair: Pair, algorithm: str, prompt: str | None = None, n: int | N
                messages: list[dict] | None = None, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
                slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None, lossy: bool = False,
-               every_s: float = 0.5) -> Iterator[str | CheckResult]:
+               every_s: float = 0.5, draft_threshold: float = 0.0) -> Iterator[str | CheckResult]:
     """:func:`check_next_token`, yielding a progress line about every ``every_s`` seconds, then the result."""
     n = default_n(algorithm) if n is None else n
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
         raise InvalidSettingError(f"n must be an integer in 1..{MAX_N} (draws per histogram), got {n!r}.")
     settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead,
                     drafter_temperature=drafter_temperature, slrs_max_paths=slrs_max_paths,
-                    slrs_max_forwards=slrs_max_forwards)
+                    slrs_max_forwards=slrs_max_forwards, draft_threshold=draft_threshold)
     if algorithm == "ar":
         raise InvalidSettingError("The check compares an algorithm with AR: choose one other than 'ar'.")
     started = time.perf_counter()
@@ -273,8 +273,9 @@ def iter_check(pair: Pair, algorithm: str, prompt: str | None = None, n: int | N
 def check_next_token(pair: Pair, algorithm: str, prompt: str | None = None, n: int | None = None,
                      **settings) -> CheckResult:
     """Draw the next token ``n`` times with AR and with ``algorithm`` at ``settings`` (temperature, top_k, top_p,
-    lookahead, seed, drafter_temperature, SLRS limits; ``lossy=True`` is the test switch), and measure each
-    histogram's distance to the target's exact next-token distribution against an exact sampler's noise floor."""
+    lookahead, seed, drafter_temperature, draft_threshold, SLRS limits; ``lossy=True`` is the test switch), and
+    measure each histogram's distance to the target's exact next-token distribution against an exact sampler's
+    noise floor."""
     result = None
     for item in iter_check(pair, algorithm, prompt, n, **settings):
         result = item

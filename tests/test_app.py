@@ -106,6 +106,18 @@ def test_the_drafter_samples_at_its_own_temperature(model_dirs):
     assert state["result"].settings["drafter_temperature"] is None
 
 
+def test_a_draft_threshold_makes_the_lookahead_dynamic(model_dirs):
+    args = (model_dirs["target"], model_dirs["drafter"], "tli", "def f(x):", 0, 0, 1.0, 8, 16, 0)
+    *_, state = list(app.run(*args, draft_threshold=0.6))[-1]
+    result = state["result"]
+    assert result.settings["draft_threshold"] == 0.6
+    assert any(0 < len(r.drafted) < 8 for r in result.rounds)
+    *_, plain = list(app.run(*args))[-1]
+    assert plain["result"].token_ids == result.token_ids  # greedy: the same text
+    status = list(app.run(*args, draft_threshold=1.5))[-1][0]
+    assert status.startswith("⚠️") and "draft threshold" in status
+
+
 def test_unexpected_errors_are_reported_not_raised(model_dirs, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("CUDA out of memory")
