@@ -64,6 +64,7 @@ def quality(pair, prompts, new_tokens: int):
 
 
 AUTO_LOOKAHEADS = (1, 2, 3, 5, 8)
+BYTES_PER_TOKEN = 3.6  # the target's characters (bytes) per token on held-out code: a byte drafter's cost per position
 # dynamic lookaheads (lookahead, draft_threshold): draft up to 12 tokens, stopping after one the drafter doubts
 AUTO_DYNAMIC = ((12, 0.5), (12, 0.7))
 CALIBRATION = 4  # the last prompts of the set choose the lookahead; the measured ones come from the front
@@ -117,9 +118,27 @@ def human_share(tokenizer, n_prompts: int, new_tokens: int) -> float | None:
     return statistics.mean(shares) if len(shares) == n_prompts else None
 
 
+def requirement(goal: float, c: float, verify_steps, per_draft: float, k_max: int = 12) -> dict:
+    """What a goal asks of the drafter in the i.i.d. model with these forward costs and no engine overhead: the
+    smallest per-proposal acceptance ``a`` for which some number of proposals ``m`` reaches ``goal``, with
+    ``speedup = tau / ((m / per_draft) c + v(m + 1))`` (``m / per_draft`` drafter steps make ``m`` target
+    proposals) and ``tau = (1 - a^(m+1)) / (1 - a)``; and the ceiling at ``a = 1``. ``verify_steps(n)``: a target
+    forward of ``n`` tokens in target steps."""
+    def best(a):
+        out = (0.0, 1)
+        for m in range(1, k_max + 1):
+            tau = m + 1 if a >= 1 else (1 - a ** (m + 1)) / (1 - a)
+            out = max(out, (tau / (m / per_draft * c + verify_steps(m + 1)), m))
+        return out
+    ceiling, k_ceiling = best(1.0)
+    need = next(((a / 100, best(a / 100)[1]) for a in range(0, 101) if best(a / 100)[0] >= goal), (None, None))
+    return dict(needed_acceptance=need[0], needed_at_k=need[1], ceiling=ceiling, ceiling_k=k_ceiling)
+
+
 def speed(pair, algorithm, temperature, prompts, args, lookahead, drafter_t=None, threshold=0.0):
     totals = {"ar": [0, 0.0], algorithm: [0, 0.0]}
-    taus, accepts = [], []
+    taus, accepts, verified = [], [], []
+    drafted = proposed = 0
     for i, prompt in enumerate(prompts):
         for name in ("ar", algorithm):
             res = hsd.generate(pair, prompt, algorithm=name, max_new_tokens=args.max_new_tokens,
@@ -131,10 +150,15 @@ def speed(pair, algorithm, temperature, prompts, args, lookahead, drafter_t=None
             if name != "ar":
                 taus.append(res.metrics["mean_accepted_length"] or 0.0)
                 accepts.append(res.metrics["draft_acceptance_rate"] or 0.0)
+                verified.append(res.metrics["verified_acceptance_rate"] or 0.0)
+                drafted += sum(len(r.drafted) for r in res.rounds)
+                proposed += sum(r.n_proposed for r in res.rounds)
     ar_tps = totals["ar"][0] / totals["ar"][1]
     alg_tps = totals[algorithm][0] / totals[algorithm][1]
     return dict(ar_tps=ar_tps, tps=alg_tps, speedup=alg_tps / ar_tps, tau=statistics.mean(taus),
-                acceptance=statistics.mean(accepts), lookahead=setting_text(lookahead, drafter_t, threshold))
+                acceptance=statistics.mean(accepts), lookahead=setting_text(lookahead, drafter_t, threshold),
+                proposals_per_drafted=proposed / drafted if drafted else None,
+                verified_acceptance=statistics.mean(verified))
 
 
 def bits_per_char(work: Path) -> dict | None:
@@ -285,6 +309,23 @@ def main(argv=None) -> int:
     if args.write_cards or args.costs:
         out["costs_text"], out["costs"] = cost_table(pairs, machine)
         print(out["costs_text"])
+        print("What each goal asks of its drafter (i.i.d. model, the costs above, no engine overhead):")
+        for row in rows:
+            c = out["costs"][row["preset"]]
+            step = c["verify_1_ms"]
+            v = lambda n, c=c, step=step: c.get(f"verify_{min(n, 9)}_ms", c["verify_9_ms"]) / step  # noqa: E731
+            per_draft = row["proposals_per_drafted"] or 1.0
+            if row["algorithm"] == "slrs":  # one target position costs bytes-per-token drafter steps
+                per_draft = 1.0 / BYTES_PER_TOKEN
+            if row["goal"]:
+                row["requirement"] = requirement(row["goal"], c["draft_ms"] / step, v, per_draft)
+                r = row["requirement"]
+                need = ("unreachable at any acceptance" if r["needed_acceptance"] is None else
+                        f"needs acceptance >= {r['needed_acceptance']:.2f} per proposal (at {r['needed_at_k']} proposals)")
+                print(f"  {row['preset']} {row['algorithm']} T={row['temperature']}: goal {row['goal']}x {need}; "
+                      f"measured {row['verified_acceptance']:.2f} (accepted/verified); ceiling at acceptance 1: {r['ceiling']:.2f}x ({r['ceiling_k']} "
+                      "proposals), "
+                      f"c = {c['draft_ms'] / step:.3f}, {per_draft:.2f} target proposals per drafter token")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     if args.write_cards:
