@@ -42,13 +42,14 @@ BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
 #: ending in a bare newline means "unindented line or end of file" to it (docs/embedded-pair.md). On the embedded
 #: pair sampling does not pay: a classroom sees that too.
 EXAMPLES = [
-    ("slem · T=0 · k=5 · 96 tokens: def fibonacci(n):", EMBEDDED, "def fibonacci(n):", "slem", 0, 5, 96),
+    ("slem · T=0 · k≤12, stop below 0.5 · 96 tokens: def fibonacci(n):", EMBEDDED, "def fibonacci(n):", "slem", 0,
+     12, 96, None, 0.5),
     ("slem · T=0 · k=5 · 96 tokens: class Stack:", EMBEDDED, "class Stack:\n    def __init__(self):", "slem", 0, 5,
      96),
     ("sd · same-vocabulary drafter · T=0 · k=5 · 96 tokens", SHARED, "def fibonacci(n):", "sd", 0, 5, 96),
     ("slower than AR: tli · T=1 · k=5 · 96 tokens", EMBEDDED, "import os\n\n\ndef read_lines(path):",
      "tli", 1.0, 5, 96),
-    ("slower than AR: slrs · bytes · T=0 · k=5 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 5, 64),
+    ("slower than AR: slrs · bytes · T=0 · k=1 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 1, 64),
     ("bad drafter (GPU) · slem · T=0 · k=5 · 64 tokens", BAD_DRAFTER,
      "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64),
 ]
