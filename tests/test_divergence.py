@@ -16,7 +16,9 @@ def _forced(pair, at=3):
     ar = hsd.generate(pair, "def fibonacci(n):", algorithm="ar", max_new_tokens=8)
     ids = torch.tensor([ar.prompt_ids + ar.token_ids[:at]], device=pair.target.device)
     with torch.inference_mode():
-        second = int(torch.topk(pair.target.model(ids).logits[0, -1, :pair.target.n_logits], 2).indices[1])
+        top = torch.topk(pair.target.model(ids).logits[0, -1, :pair.target.n_logits], 3).indices.tolist()
+    # the best other token: in half precision a full forward may rank AR's (cached) choice second, not first
+    second = next(t for t in top if t != ar.token_ids[at])
     other = dataclasses.replace(ar, algorithm="slem", token_ids=ar.token_ids[:at] + [second] + ar.token_ids[at + 1:])
     return ar, other, second
 
@@ -27,7 +29,9 @@ def test_first_difference_names_the_position_both_tokens_and_the_top2_margin(dty
     ar, other, second = _forced(pair)
     diff = first_difference(pair, ar, other)
     assert diff.position == 3 and diff.ar_token == ar.token_ids[3] and diff.other_token == second
-    assert diff.top_tokens == (ar.token_ids[3], second) and diff.dtype == dtype
+    assert diff.dtype == dtype
+    if dtype == "float32":  # exact: the two runs' tokens are the target's top two there
+        assert diff.top_tokens == (ar.token_ids[3], second)
     assert diff.margin >= 0 and diff.top_probs[0] >= diff.top_probs[1]
     assert f"at token 3: AR chose {diff.ar_text!r}" in diff.explain("slem")
     assert "float32" in diff.explain("slem")
