@@ -544,9 +544,9 @@ def run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p, 
     at most :data:`RUN_CAP_S`.
 
     The default run (the embedded pair, SLEM, 96 new tokens, lookahead 5, the ZeroGPU presets resident) asks
-    for 20 s, checked against the quota as 30 s on today's hardware (duration x 1.5) and charged the GPU time
-    it holds, at most that: a day's quota allows at least 4 default runs unauthenticated (2 min), 10 with a
-    free account (5 min), 80 with PRO or Team (40 min) and 120 with Enterprise (60 min). Runs and
+    for 21 s, checked against the quota as 32 s on today's hardware (duration x 1.5) and charged the GPU time
+    it holds, at most that: a day's quota allows at least 3 default runs unauthenticated (2 min), 9 with a
+    free account (5 min), 75 with PRO or Team (40 min) and 112 with Enterprise (60 min). Runs and
     comparisons share the quota. :func:`quota_table` computes these numbers; a test keeps them here.
     """
     return _safe(estimate_run, RUN_CAP_S, target, drafter, algorithm, prompt, lookahead, max_new_tokens, mode,
@@ -560,8 +560,8 @@ def compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahe
     margin, at most :data:`COMPARE_CAP_S`.
 
     The default comparison (the embedded pair: AR, SLEM, TLI and SLRS, 96 new tokens, lookahead 5, with
-    :func:`compare_settings`) asks for 63 s, checked as 94 s: at least 1 a day unauthenticated, 3 with a free
-    account, 25 with PRO or Team and 38 with Enterprise (:func:`quota_table`).
+    :func:`compare_settings`) asks for 67 s, checked as 100 s: at least 1 a day unauthenticated, 3 with a free
+    account, 24 with PRO or Team and 36 with Enterprise (:func:`quota_table`).
     """
     return _safe(estimate_compare, COMPARE_CAP_S, target, drafter, prompt, lookahead, max_new_tokens, mode, device,
                  dtype)

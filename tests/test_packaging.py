@@ -92,7 +92,7 @@ def test_wheel_holds_the_code_the_pair_and_the_prompts_and_nothing_else(tmp_path
     assert "License-Expression: Apache-2.0" in metadata and "Requires-Python: >=3.10" in metadata
     assert "Provides-Extra: test" in metadata and "Requires-Dist: gradio" in metadata  # in the app extra
     assert "hsd = hsd.cli:main" in zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
-    assert wheel.stat().st_size < 25e6
+    assert wheel.stat().st_size < 40e6  # the embedded pair (16-layer target) is most of it; assets/ stays under 60 MB
 
 
 @pytest.mark.slow
