@@ -47,16 +47,15 @@ def decoder_layers(model):
 def silent_copy(layer):
     """A copy of ``layer`` that adds nothing to the residual stream: its output projections are zero."""
     new = copy.deepcopy(layer)
-    zeroed = 0
     for name in ("self_attn.o_proj", "mlp.down_proj"):
-        mod = new.get_submodule(name)
+        try:
+            mod = new.get_submodule(name)
+        except AttributeError:
+            raise SystemExit(f"grow: a decoder layer without {name}; only Llama-style layers can be grown") from None
         with torch.no_grad():
             mod.weight.zero_()
             if getattr(mod, "bias", None) is not None:
                 mod.bias.zero_()
-        zeroed += 1
-    if zeroed != 2:
-        raise SystemExit("grow: a layer without self_attn.o_proj and mlp.down_proj")
     return new
 
 
