@@ -295,7 +295,8 @@ def compare_drafters(target: str | None, drafters: list[str], prompts: list[str]
                                       note=f"not applicable: {compat['not_applicable'].get(algorithm)}"))
         if predict and algorithms:
             for item in advise_steps(pair, prompts, temperature=temperature, algorithms=algorithms,
-                                     max_new_tokens=max_new_tokens, seed=seed, lookaheads=[lookahead]):
+                                     max_new_tokens=max_new_tokens, seed=seed, lookaheads=[lookahead],
+                                     draft_thresholds=()):  # the prediction of the measured setting only
                 if isinstance(item, str):
                     yield f"{label}, advise: {item}"
             entry.advice = {p["algorithm"]: {"tau": p["tau"], "speedup": p["speedup"]} for p in item["predictions"]}
