@@ -17,7 +17,7 @@ from typing import Iterator
 
 import hsd
 from . import figures, forms, picture, planning, share, viz, zerogpu
-from .advise import advise_steps, format_advice
+from .advise import DYNAMIC_LOOKAHEAD, advise_steps, format_advice
 from .bench import run_each
 from .loading import GALLERY
 from .machine import device_name
@@ -32,7 +32,9 @@ NO_RUN = "<i>Run an algorithm to step through its rounds.</i>"
 STOPPED = ("⏹ **Stopped.** The output shows what was generated before the stop; a stopped run has no summary, "
            "round view or comparison.")
 BUSY = ("⏳", "▶️")  # how a status in progress begins
-ADVISE_TOKENS, ADVISE_LOOKAHEADS = zerogpu.ADVISE_TOKENS, zerogpu.ADVISE_LOOKAHEADS  # its duration assumes them
+# the app's Advise calibrates these, as its duration assumes (hsd/zerogpu.py)
+ADVISE_TOKENS, ADVISE_LOOKAHEADS, ADVISE_DRAFT_THRESHOLDS = (zerogpu.ADVISE_TOKENS, zerogpu.ADVISE_LOOKAHEADS,
+                                                             zerogpu.ADVISE_DRAFT_THRESHOLDS)
 COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / ψ: the proposal's probability "
                 "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
 BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
@@ -258,7 +260,8 @@ def example(index, device="auto", dtype="auto") -> dict:
 
 def advise_text(target, drafter, prompt, temperature, device="auto", dtype="auto") -> Iterator[str]:
     """`hsd advise` on this pair and prompt, its progress first: measured acceptance and costs, the predicted
-    speedup of every applicable algorithm (SLRS included) at each lookahead it calibrates, a recommendation."""
+    speedup of every applicable algorithm (SLRS included) at each lookahead it calibrates and, where a draft
+    threshold applies, at the dynamic lookahead with each of :data:`ADVISE_DRAFT_THRESHOLDS`; a recommendation."""
     try:
         forms.check_prompt(prompt)
         temperature = forms.in_range("temperature", forms.number("temperature", temperature, float),
@@ -271,12 +274,15 @@ def advise_text(target, drafter, prompt, temperature, device="auto", dtype="auto
         lines = []
         with planning.device_lock(str(pair.target.device)):
             for item in advise_steps(pair, [prompt], temperature=temperature, max_new_tokens=ADVISE_TOKENS,
-                                     algorithms=names, lookaheads=ADVISE_LOOKAHEADS):
+                                     algorithms=names, lookaheads=ADVISE_LOOKAHEADS,
+                                     draft_thresholds=ADVISE_DRAFT_THRESHOLDS):
                 if isinstance(item, str):
                     lines.append(item)
                     yield "⏳ Advise: " + "\n\n".join(lines[-3:])
+        note = (f" (a row \"{DYNAMIC_LOOKAHEAD}, stop < θ\" is the dynamic lookahead: lookahead {DYNAMIC_LOOKAHEAD} "
+                "and draft threshold θ in the form)" if any(p["draft_threshold"] for p in item["predictions"]) else "")
         yield (f"**{item['recommendation']['text']}**\n\nCalibrated on this prompt ({ADVISE_TOKENS} new tokens) "
-               f"at temperature {temperature:g}, at each lookahead in the table; a prediction, not a "
+               f"at temperature {temperature:g}, at each setting in the table{note}; a prediction, not a "
                f"measurement: **Compare** measures.\n\n```text\n{format_advice(item)}\n```")
     except Exception as exc:
         yield error_text(exc)

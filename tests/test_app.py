@@ -240,11 +240,27 @@ def test_max_new_tokens_box_states_the_room_the_pair_leaves(model_dirs):
     assert info.startswith("1..") and "for this pair and prompt" in info and int(info[3:].split()[0]) < 512
 
 
-def test_advise_reports_progress_and_only_calibrated_lookaheads(model_dirs):
-    steps = list(app.advise_live(model_dirs["target"], model_dirs["drafter"], "def f(x):\n", 0.0))
-    assert any("about" in s and " s at AR's pace" in s for s in steps[:-1])
-    assert any(s.startswith("⏳ Advise") and "calibrating slrs" in s for s in steps)  # SLRS is considered
-    assert "this k" in steps[-1] and "k=12" not in steps[-1]
+@pytest.fixture(scope="module")
+def advised(model_dirs):
+    """Every update of one Advise on the tiny pair (shared: a calibration takes a while on a CPU)."""
+    return list(app.advise_live(model_dirs["target"], model_dirs["drafter"], "def f(x):\n", 0.0))
+
+
+def test_advise_reports_progress_and_only_calibrated_lookaheads(advised):
+    assert any("about" in s and " s at AR's pace" in s for s in advised[:-1])
+    assert any(s.startswith("⏳ Advise") and "calibrating slrs" in s for s in advised)  # SLRS is considered
+    assert "this k" in advised[-1] and "k=12" not in advised[-1]
+
+
+def test_advise_in_the_app_calibrates_the_dynamic_lookahead_where_a_draft_threshold_applies(advised):
+    lines = {line for s in advised[:-1] for line in s.removeprefix("⏳ Advise: ").split("\n\n")}
+    for t in app.lab.ADVISE_DRAFT_THRESHOLDS:
+        label = f"12, stop < {t:g}"
+        assert any(line.startswith("calibrating slem") and line.endswith(label) for line in lines), lines
+        assert not any(line.startswith("calibrating slrs") and line.endswith(label) for line in lines)
+        table_row = next(line for line in advised[-1].splitlines() if line.startswith(label))
+        assert table_row.split()[-2:] == ["this", "setting"]
+    assert "is the dynamic lookahead" in advised[-1] and "draft threshold θ in the form" in advised[-1]
 
 
 def test_drafters_tab_measures_each_drafter_against_ar_in_one_run(model_dirs):

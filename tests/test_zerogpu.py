@@ -214,6 +214,23 @@ def test_the_duration_counts_what_a_fresh_worker_copies_to_its_gpu(monkeypatch):
     assert off.parts["worker start"] == pytest.approx(zerogpu.WORKER_START_S, rel=0.01)  # the embedded pair only
 
 
+def test_advise_duration_counts_a_dynamic_lookahead_run_per_draft_threshold(monkeypatch):
+    r = zerogpu.DEFAULT_REQUEST
+    args = (r["target"], r["drafter"], r["prompt"], "auto", "auto", False)
+    assert zerogpu.ADVISE_DRAFT_THRESHOLDS == hsd.advise.DRAFT_THRESHOLDS == (0.5, 0.7)  # what the app calibrates
+    both = zerogpu.estimate_advise(*args)
+    monkeypatch.setattr(zerogpu, "ADVISE_DRAFT_THRESHOLDS", (0.5,))
+    one = zerogpu.estimate_advise(*args)
+    monkeypatch.setattr(zerogpu, "ADVISE_DRAFT_THRESHOLDS", ())
+    none = zerogpu.estimate_advise(*args)
+    assert none.parts["dynamic lookahead"] == 0
+    assert one.parts["dynamic lookahead"] > 0
+    assert both.parts["dynamic lookahead"] == pytest.approx(2 * one.parts["dynamic lookahead"])
+    assert both.parts["calibration"] == none.parts["calibration"]  # the fixed lookaheads cost the same
+    assert both.parts["forward costs"] > none.parts["forward costs"]  # target forwards up to 2 x 12 + 2 tokens
+    assert both.seconds > none.seconds and 0 < both.duration <= zerogpu.ADVISE_CAP_S
+
+
 # ----------------------------------------------------------------------------- loading outside the GPU
 
 def test_presets_are_loaded_at_start_up_before_any_gpu_call(spaces, loads, monkeypatch, caplog):
