@@ -13,6 +13,7 @@ import hsd.advise
 from hsd.advise import advise, advise_steps, expected_tokens, format_advice, recommend
 from hsd.cli import advise_thresholds, build_parser, main
 from hsd.costs import Costs, ideal_decode_seconds
+from hsd.machine import machine_info
 
 PROMPTS = ['{"prompt": "def fib(n):\\n"}', '{"prompt": "import os\\n\\nclass A:\\n    def f(self):\\n"}']
 COLUMNS = {"temperature", "algorithm", "implementation", "prompts", "new_tokens", "ttft_ms", "tpot_ms", "tokens_per_s",
@@ -139,7 +140,7 @@ def test_a_draft_threshold_outside_zero_to_one_is_refused_before_anything_runs(b
 
 
 def _advice(predictions, recommendation):
-    return {"machine": {}, "temperature": 0.0, "ar_tokens_per_s": 10.0, "costs": {"draft_ms": 1.0, "verify_1_ms": 5.0},
+    return {"machine": machine_info(), "temperature": 0.0, "ar_tokens_per_s": 10.0, "costs": {"draft_ms": 1.0, "verify_1_ms": 5.0},
             "skipped": {}, "predictions": predictions, "recommendation": recommendation}
 
 
