@@ -20,14 +20,14 @@ positions), and acceptance measured at a very different lookahead under-predicts
 
 **Dynamic lookahead.** Besides the fixed lookaheads, each algorithm that takes a ``draft_threshold``
 (:attr:`hsd.algorithms.contract.Algorithm.dynamic_lookahead`: SD, SLEM, TLI) is calibrated at lookahead
-:data:`DYNAMIC_LOOKAHEAD` with each threshold ``θ`` in ``draft_thresholds`` (default :data:`DRAFT_THRESHOLDS`,
-the measured best on the embedded pair: 0.5 greedy, often 0.7 sampling): a round's draft ends after a token
-the drafter gives less than ``θ``. Its drafts vary in length from round to round, so the α chain above does not
-describe it; it is predicted from its own calibration with the same cost model and no extrapolation:
-``τ`` = the measured tokens emitted per round, and ``T = d̄·(c_draft + o_draft) + mean_rounds c_verify(m + 1)
-+ o_round``, with ``d̄`` the mean drafted tokens per round, ``m`` each round's proposals, and ``o_draft``,
-``o_round`` measured from its rounds as for a fixed lookahead. Its rows carry ``draft_threshold = θ`` (``None``
-for a fixed lookahead).
+:data:`DYNAMIC_LOOKAHEAD` (``dynamic_lookahead``) with each threshold ``θ`` in ``draft_thresholds`` (default
+:data:`DRAFT_THRESHOLDS`, the measured best on the embedded pair: 0.5 greedy, often 0.7 sampling): a round's
+draft ends after a token the drafter gives less than ``θ``. Its drafts vary in length from round to round,
+so the α chain above does not describe it; it is predicted from its own calibration with the same cost model
+and no extrapolation: ``τ`` = the measured tokens emitted per round, and
+``T = d̄·(c_draft + o_draft) + mean_rounds c_verify(m + 1) + o_round``, with ``d̄`` the mean drafted tokens per
+round, ``m`` each round's proposals, and ``o_draft``, ``o_round`` measured from its rounds as for a fixed
+lookahead. Its rows carry ``draft_threshold = θ`` (``None`` for a fixed lookahead).
 
 The recommendation is the setting (algorithm, lookahead, draft threshold or none) with the highest predicted
 tokens/s, or AR when no drafter setting is predicted to beat it.
@@ -41,10 +41,11 @@ import time
 from .algorithms import ALGORITHMS, availability
 from .costs import Costs, measure_costs
 from .errors import InvalidSettingError
-from .generate import encode_prompt, generate
+from .generate import MAX_LOOKAHEAD, _check_int, encode_prompt, generate
 from .loading import Pair
 from .machine import machine_info, machine_line
 from .metrics import conditional_acceptance, expected_tokens, round_counts
+from .sampling import Sampling
 
 LOOKAHEADS = range(1, 13)
 CALIBRATION_LOOKAHEADS = (2, 5, 12)
@@ -72,12 +73,14 @@ def setting_label(lookahead: int, draft_threshold: float | None) -> str:
     return str(lookahead) if draft_threshold is None else f"{lookahead}, stop < {draft_threshold:g}"
 
 
-def _calibrate(pair: Pair, prompts, algorithm: str, temperature: float, max_new_tokens: int, seed: int,
-               costs: Costs, lookahead: int = 1, draft_threshold: float = 0.0) -> dict:
+def _calibrate(pair: Pair, prompts, algorithm: str, costs: Costs, settings: dict, lookahead: int = 1,
+               draft_threshold: float = 0.0) -> dict:
+    """One calibration: ``algorithm`` on each prompt at ``settings`` (:func:`hsd.generate`'s temperature,
+    max_new_tokens, seed, drafter_temperature; prompt i uses seed + i), its rounds reduced to the model's inputs."""
     rounds = []
     for i, prompt in enumerate(prompts):
-        res = generate(pair, prompt, algorithm=algorithm, max_new_tokens=max_new_tokens, temperature=temperature,
-                       lookahead=lookahead, seed=seed + i, draft_threshold=draft_threshold)
+        res = generate(pair, prompt, algorithm=algorithm, lookahead=lookahead, draft_threshold=draft_threshold,
+                       **{**settings, "seed": settings["seed"] + i})
         rounds += res.rounds[1:]  # the first round carries the prefill's warm-up effects
     if not ALGORITHMS[algorithm].needs_drafter:  # the baseline: only the overhead per round
         o_ar = statistics.mean(r.seconds for r in rounds) - costs.verify_cost(1)
@@ -122,28 +125,36 @@ def _setting_text(p: dict) -> str:
 
 def advise(pair: Pair, prompts: list[str], *, temperature: float = 0.0, algorithms: list[str] | None = None,
            max_new_tokens: int = 128, seed: int = 0, lookaheads=None, draft_thresholds=DRAFT_THRESHOLDS,
-           log=print) -> dict:
+           dynamic_lookahead: int = DYNAMIC_LOOKAHEAD, drafter_temperature: float | None = None, log=print) -> dict:
     """Calibrate, predict every (algorithm, lookahead) and recommend one; returns the advice as data.
 
     Without ``lookaheads``, lookaheads 1..12 are predicted from calibrations at 2, 5 and 12 (each prediction
     records the lookahead it was calibrated at); with them, each one is calibrated and only those are
-    predicted. Each of ``draft_thresholds`` adds a dynamic lookahead (:data:`DYNAMIC_LOOKAHEAD`, drafts ended
-    after a token below the threshold), calibrated and predicted on its own; ``()`` adds none. Progress lines go
-    to ``log``; :func:`advise_steps` yields them instead."""
+    predicted. Each of ``draft_thresholds`` adds a dynamic lookahead (up to ``dynamic_lookahead`` drafted
+    tokens, a draft ended after a token below the threshold), calibrated and predicted on its own; ``()`` adds
+    none. ``drafter_temperature`` (default: the target's) is every calibration's, as in :func:`hsd.generate`.
+    Progress lines go to ``log``; :func:`advise_steps` yields them instead."""
     for item in advise_steps(pair, prompts, temperature=temperature, algorithms=algorithms,
                              max_new_tokens=max_new_tokens, seed=seed, lookaheads=lookaheads,
-                             draft_thresholds=draft_thresholds):
+                             draft_thresholds=draft_thresholds, dynamic_lookahead=dynamic_lookahead,
+                             drafter_temperature=drafter_temperature):
         if isinstance(item, str):
             log(item)
     return item
 
 
 def advise_steps(pair: Pair, prompts: list[str], *, temperature: float = 0.0, algorithms: list[str] | None = None,
-                 max_new_tokens: int = 128, seed: int = 0, lookaheads=None, draft_thresholds=DRAFT_THRESHOLDS):
+                 max_new_tokens: int = 128, seed: int = 0, lookaheads=None, draft_thresholds=DRAFT_THRESHOLDS,
+                 dynamic_lookahead: int = DYNAMIC_LOOKAHEAD, drafter_temperature: float | None = None):
     """:func:`advise` as a generator: progress lines (with a time estimate once AR is calibrated), then the
     advice. Its ``calibration`` holds, per algorithm, each calibration by lookahead, and each dynamic one by
     its :func:`setting_label` (``"12, stop < 0.5"``)."""
     thresholds = check_draft_thresholds(draft_thresholds)
+    _check_int("dynamic_lookahead", dynamic_lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round at most")
+    if drafter_temperature is not None:
+        Sampling(drafter_temperature)  # refused now, not after the costs are measured
+    settings = dict(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
+                    drafter_temperature=drafter_temperature)
     why = availability(pair)
     candidates = algorithms or [a for a, spec in ALGORITHMS.items() if spec.needs_drafter and spec.advised]
     usable = [a for a in candidates if why[a] is None]
@@ -154,16 +165,16 @@ def advise_steps(pair: Pair, prompts: list[str], *, temperature: float = 0.0, al
     ids = [encode_prompt(pair.target, p, None)[0] for p in prompts]
     context = int(statistics.mean(len(i) for i in ids) + max_new_tokens / 2)
     runs = len(usable) * (len(calibrated) + 1) + len(dynamic) * len(thresholds)
-    also = (f"; {len(dynamic)} of them also at lookahead {DYNAMIC_LOOKAHEAD} stopping a draft below "
+    also = (f"; {len(dynamic)} of them also at lookahead {dynamic_lookahead} stopping a draft below "
             f"{' or '.join(f'{t:g}' for t in thresholds)}" if dynamic else "")
     yield (f"measuring the forward costs of both models; then AR and {runs} calibration run(s) ({len(usable)} "
            f"algorithm(s) at {len(calibrated)} lookahead(s){also}, plus warm-ups) of {len(prompts)} prompt(s) × "
            f"{max_new_tokens} tokens")
-    longest = max(calibrated + ((DYNAMIC_LOOKAHEAD,) if dynamic else ()))
+    longest = max(calibrated + ((dynamic_lookahead,) if dynamic else ()))
     costs = measure_costs(pair, context, 2 * longest + 2, 15, ids[0])[0]
     start = time.perf_counter()
     generate(pair, prompts[0], algorithm="ar", max_new_tokens=16)  # warm-up
-    ar = _calibrate(pair, prompts, "ar", temperature, max_new_tokens, seed, costs)
+    ar = _calibrate(pair, prompts, "ar", costs, settings)
     ar_seconds = time.perf_counter() - start
     yield (f"calibrated AR; now {len(usable)} algorithm(s) ({', '.join(usable)}) at lookahead "
            f"{', '.join(map(str, calibrated))}{also}: {runs} runs of {len(prompts)} prompt(s), about "
@@ -175,20 +186,19 @@ def advise_steps(pair: Pair, prompts: list[str], *, temperature: float = 0.0, al
         calibration[a] = cals = {}
         for kc in calibrated:
             yield f"calibrating {a} ({i + 1}/{len(usable)}) at lookahead {kc}"
-            cals[kc] = _calibrate(pair, prompts, a, temperature, max_new_tokens, seed, costs, kc)
+            cals[kc] = _calibrate(pair, prompts, a, costs, settings, kc)
         for k in reported:
             at = min(kc for kc in calibrated if kc >= k)
             predictions.append(_prediction(a, k, at, None, *predict(cals[at], costs, k), ar_tps))
         for t in thresholds if a in dynamic else ():
-            label = setting_label(DYNAMIC_LOOKAHEAD, t)
+            label = setting_label(dynamic_lookahead, t)
             yield f"calibrating {a} ({i + 1}/{len(usable)}) at lookahead {label}"
-            cals[label] = _calibrate(pair, prompts, a, temperature, max_new_tokens, seed, costs, DYNAMIC_LOOKAHEAD,
-                                     t)
-            predictions.append(_prediction(a, DYNAMIC_LOOKAHEAD, DYNAMIC_LOOKAHEAD, t,
+            cals[label] = _calibrate(pair, prompts, a, costs, settings, dynamic_lookahead, t)
+            predictions.append(_prediction(a, dynamic_lookahead, dynamic_lookahead, t,
                                            *predict_calibrated(cals[label], costs), ar_tps))
         yield f"  calibrated {a}: tau at lookahead " + "; ".join(f"{kc}: {c['tau']:.2f}" for kc, c in cals.items())
-    yield {"temperature": temperature, "costs": costs.to_dict(), "ar_tokens_per_s": ar_tps,
-           "draft_thresholds": list(thresholds), "dynamic_lookahead": DYNAMIC_LOOKAHEAD,
+    yield {"temperature": temperature, "drafter_temperature": drafter_temperature, "costs": costs.to_dict(),
+           "ar_tokens_per_s": ar_tps, "draft_thresholds": list(thresholds), "dynamic_lookahead": dynamic_lookahead,
            "calibration": calibration, "skipped": skipped, "predictions": predictions,
            "recommendation": recommend(predictions, ar_tps), "machine": machine_info(pair)}
 
@@ -218,9 +228,15 @@ def recommend(predictions: list[dict], ar_tps: float) -> dict:
             "speedup": best["speedup"] if beats else 1.0, "beats_ar": beats, "text": text}
 
 
+def _drafter_temperature(advice: dict) -> str:
+    t = advice.get("drafter_temperature")
+    return "" if t is None else f", drafter temperature {t:g}"
+
+
 def format_advice(advice: dict) -> str:
     lines = [f"machine: {machine_line(advice['machine'])}",
-             f"temperature {advice['temperature']:g}; AR predicted {advice['ar_tokens_per_s']:.1f} tokens/s; "
+             f"temperature {advice['temperature']:g}{_drafter_temperature(advice)}; AR predicted "
+             f"{advice['ar_tokens_per_s']:.1f} tokens/s; "
              f"drafter step {advice['costs']['draft_ms']:.3f} ms, target forward of 1 / 6 / 13 tokens "
              + " / ".join(f"{advice['costs'].get(f'verify_{n}_ms', float('nan')):.3f}" for n in (1, 6, 13)) + " ms"]
     for a, why in advice["skipped"].items():

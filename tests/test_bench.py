@@ -139,6 +139,13 @@ def test_a_draft_threshold_outside_zero_to_one_is_refused_before_anything_runs(b
         next(advise_steps(None, ["x"], draft_thresholds=bad))  # no pair needed: refused first
 
 
+@pytest.mark.parametrize("bad,message", [(dict(dynamic_lookahead=0), "dynamic_lookahead must be an integer"),
+                                         (dict(drafter_temperature=-1.0), "temperature")])
+def test_advise_refuses_a_bad_dynamic_lookahead_or_drafter_temperature_before_anything_runs(bad, message):
+    with pytest.raises(hsd.InvalidSettingError, match=message):
+        next(advise_steps(None, ["x"], **bad))
+
+
 def _advice(predictions, recommendation):
     return {"machine": machine_info(), "temperature": 0.0, "ar_tokens_per_s": 10.0, "costs": {"draft_ms": 1.0, "verify_1_ms": 5.0},
             "skipped": {}, "predictions": predictions, "recommendation": recommendation}
