@@ -329,15 +329,18 @@ def default_drafters() -> str:
 
 
 def drafters_steps(target, drafters_text, algorithm, num_prompts, temperature, top_k, top_p, lookahead,
-                   max_new_tokens, seed, device="auto", dtype="auto") -> Iterator[dict]:
+                   max_new_tokens, seed, device="auto", dtype="auto", drafter_temperature=None,
+                   draft_threshold=None) -> Iterator[dict]:
     """Several drafters for one target (:func:`hsd.drafters.compare_drafters`) on the first ``num_prompts`` code
-    prompts: progress as the status, then the table, the figure and the CSV of every (drafter, algorithm)."""
+    prompts, at the form's settings (its drafter temperature and draft threshold included): progress as the
+    status, then the table, the figure and the CSV of every (drafter, algorithm)."""
     from .bench import load_prompts
-    from .drafters import compare_drafters, drafters_figure, drafters_table
+    from .drafters import compare_drafters, decoding_text, drafters_figure, drafters_table
 
     try:
         n = forms.in_range("prompts", forms.number("prompts", num_prompts, int), 1, 16)
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x")
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x",
+                       drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)
         kw.pop("prompt", None), kw.pop("messages", None)
         # each name as the app's loader takes it (a public app's allow-list applies: hsd/planning.py)
         names = [planning.resolve_name(name) for name in drafter_lines(drafters_text)]
@@ -349,21 +352,24 @@ def drafters_steps(target, drafters_text, algorithm, num_prompts, temperature, t
                     yield {"status": item}
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-drafters.csv"
         drafters_table(item, all_rows=True).to_csv(csv, index=False)
-        yield {"status": f"✅ Compared {len(names)} drafter(s) for `{target}` in {item.seconds:.0f} s, each against AR "
-                         "in the same run (repeated interleaved). Filled bars: measured; hatched: advise's prediction.",
+        yield {"status": f"✅ Compared {len(names)} drafter(s) for `{target}` in {item.seconds:.0f} s at "
+                         f"{decoding_text(item.settings)}, each against AR in the same run (repeated interleaved). "
+                         "Filled bars: measured; hatched: advise's prediction.",
                "table": drafters_table(item), "figure": drafters_figure(item), "csv": str(csv)}
     except Exception as exc:
         yield {"status": error_text(exc)}
 
 
 def production(target, drafter, algorithm, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-               device="auto", dtype="auto") -> str:
-    """The vLLM and Transformers configuration that reproduces this pair and settings, with where each engine
-    differs from what hsd measures (:mod:`hsd.production`)."""
+               device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None) -> str:
+    """The vLLM and Transformers configuration that reproduces this pair and settings (the form's drafter
+    temperature and draft threshold included), with where each engine differs from what hsd measures
+    (:mod:`hsd.production`)."""
     from .production import format_production, production_for_pair
 
     try:
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x")
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x",
+                       drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)
         kw.pop("prompt", None), kw.pop("messages", None)
         pair = planning.load_named_pair(target, drafter, device, dtype)
         return format_production(production_for_pair(pair, algorithm, **kw), markdown=True)

@@ -574,7 +574,8 @@ def compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahe
 
 
 def drafters_duration(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead,
-                      max_new_tokens, seed, device="auto", dtype="auto", progress=None) -> int:
+                      max_new_tokens, seed, device="auto", dtype="auto", drafter_temperature=None,
+                      draft_threshold=None, progress=None) -> int:
     """``@spaces.GPU`` duration of the app's drafter comparison (same signature): one comparison's estimate
     (:func:`estimate_compare`, all of the pair's algorithms, for ``best``) per drafter and prompt, at most
     :data:`COMPARE_CAP_S`. It rarely fits an unauthenticated visitor's quota: the Drafters tab is for

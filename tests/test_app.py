@@ -280,6 +280,21 @@ def test_production_settings_name_both_engines(model_dirs):
     assert app.production(model_dirs["target"], model_dirs["drafter"], "tli", -1, 0, 1.0, 4, 32, 0).startswith("⚠️")
 
 
+def test_drafters_tab_and_production_take_the_forms_drafter_temperature_and_draft_threshold(model_dirs):
+    final = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1, 0, 0, 1.0, 6, 6, 0,
+                              "auto", "auto", 0, 0.5))[-1]
+    assert final.status.startswith("✅") and "drafter temperature 0, lookahead 6, draft threshold 0.5" in final.status
+    bad = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1, 0, 0, 1.0, 6, 6, 0,
+                            "auto", "auto", None, 1.5))[-1]
+    assert bad.status.startswith("⚠️") and "draft threshold must be in" in bad.status
+    text = app.production(model_dirs["target"], model_dirs["drafter"], "slem", 0, 0, 1.0, 12, 32, 0, "auto", "auto",
+                          0, 0.5)
+    assert "drafter temperature 0, draft threshold 0.5" in text
+    assert "assistant_confidence_threshold = 0.5" in text and "vLLM has no equivalent of hsd's draft_threshold" in text
+    assert app.production(model_dirs["target"], model_dirs["drafter"], "slem", 0, 0, 1.0, 12, 32, 0, "auto", "auto",
+                          -1, None).startswith("⚠️")
+
+
 def test_stop_also_ends_a_drafter_comparison_in_progress():
     assert app.stopped("✅ done", "", "⏳ Loading the target…")[2].startswith("⏹")
 

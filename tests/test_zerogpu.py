@@ -138,6 +138,13 @@ def test_duration_functions_have_their_handlers_signatures():
         assert list(inspect.signature(fn).parameters) == SIGNATURES[name], name
 
 
+def test_the_drafters_duration_has_its_handlers_signature_with_the_drafter_settings():
+    app = pytest.importorskip("app")
+    names = list(inspect.signature(zerogpu.drafters_duration).parameters)
+    assert names == list(inspect.signature(app._drafters_on_device).parameters)
+    assert names[-3:] == ["drafter_temperature", "draft_threshold", "progress"]
+
+
 def test_app_handlers_still_have_the_signatures_the_durations_assume():
     app = pytest.importorskip("app")
     for name, params in SIGNATURES.items():
