@@ -257,29 +257,36 @@ def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_n
 
 @zerogpu.gpu(zerogpu.drafters_duration, on_error=lambda sentence: DraftersOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _drafters_on_device(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead,
-                        max_new_tokens, seed, device="auto", dtype="auto", progress=None):
+                        max_new_tokens, seed, device="auto", dtype="auto", drafter_temperature=None,
+                        draft_threshold=None, progress=None):
     for values in lab.drafters_steps(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p,
-                                     lookahead, max_new_tokens, seed, device, dtype):
+                                     lookahead, max_new_tokens, seed, device, dtype, drafter_temperature,
+                                     draft_threshold):
         yield DraftersOut(**values)
 
 
 def drafters(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead, max_new_tokens,
-             seed, device="auto", dtype="auto", progress=gr.Progress(track_tqdm=True)):
+             seed, device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None,
+             progress=gr.Progress(track_tqdm=True)):
     """Several drafters for one target, each against AR in the same run (:func:`hsd.lab.drafters_steps`)."""
     args = (target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-            device, dtype)
+            device, dtype, drafter_temperature, draft_threshold)
+
+    def check():
+        lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x", drafter_temperature,
+                       draft_threshold)
+
     for drafter in lab.drafter_lines(drafter_names) or [""]:
-        check = lambda: lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x")  # noqa: E731
         if not (yield from _loaded_first(DraftersOut, target, drafter, device, dtype, check)):
             return
     yield from _drafters_on_device(*args)
 
 
 def production(target, drafter, algorithm, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-               device="auto", dtype="auto") -> str:
+               device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None) -> str:
     """The vLLM and Transformers configuration for this pair and settings (:func:`hsd.lab.production`)."""
     return lab.production(target, drafter, algorithm, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-                          device, dtype)
+                          device, dtype, drafter_temperature, draft_threshold)
 
 
 def check_pair(target, drafter, device="auto", dtype="auto", algorithm=None):
@@ -524,10 +531,11 @@ def build() -> gr.Blocks:
                                         api_name="advise", **gpu)
         drafters_event = drafters_btn.click(
             drafters, [target, drafter_names, drafters_algorithm, num_prompts, temperature, top_k, top_p, lookahead,
-                       max_new_tokens, seed, device, dtype],
+                       max_new_tokens, seed, device, dtype, drafter_temperature, draft_threshold],
             [drafters_status, drafters_plot, drafters_table, drafters_csv], api_name="drafters", **gpu)
         production_btn.click(production, [target, drafter, algorithm, temperature, top_k, top_p, lookahead,
-                                          max_new_tokens, seed, device, dtype], production_md, api_name="production")
+                                          max_new_tokens, seed, device, dtype, drafter_temperature, draft_threshold],
+                             production_md, api_name="production")
         stop_btn.click(None, cancels=[run_event, compare_event, advise_event, drafters_event, lossless_event],
                        api_visibility="private").then(
             stopped, [status, advice, drafters_status, lossless_status], [status, advice, drafters_status,

@@ -203,6 +203,10 @@ def _bench_parsers(sub) -> None:
     a.add_argument("--algorithms", nargs="+", help="default: every drafting algorithm that applies, but SLRS")
     a.add_argument("--temperature", type=float, default=0.0)
     a.add_argument("--max-new-tokens", type=int, default=128, help="tokens per calibration prompt (as in the bench)")
+    a.add_argument("--draft-thresholds", nargs="*", type=float, metavar="θ",
+                   help="also calibrate a dynamic lookahead per θ: lookahead 12, a draft ended after a token the "
+                        "drafter gives below θ (generate's --draft-threshold); each in (0, 1); default 0.5 0.7; "
+                        "no value, or 0, calibrates none")
     a.add_argument("--json", type=Path, help="write the advice as JSON")
     a.set_defaults(func=cmd_advise, num_prompts=4)
 
@@ -271,13 +275,25 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def advise_thresholds(values: list[float] | None) -> tuple[float, ...]:
+    """``--draft-thresholds``: absent, the default; no value or a lone 0, none; else each checked in (0, 1)."""
+    from .advise import DRAFT_THRESHOLDS, check_draft_thresholds
+
+    if values is None:
+        return DRAFT_THRESHOLDS
+    if values in ([], [0.0]):
+        return ()
+    return check_draft_thresholds(values, "--draft-thresholds", "give no value, or 0 alone, for none")
+
+
 def cmd_advise(args) -> int:
     from .advise import advise, format_advice
 
+    thresholds = advise_thresholds(args.draft_thresholds)
     prompts = check_bench_args(args)
     pair = load_cli_pair(args, hint=" (or --preset)")
     advice = advise(pair, prompts, temperature=args.temperature, algorithms=args.algorithms,
-                    max_new_tokens=args.max_new_tokens, seed=args.seed)
+                    max_new_tokens=args.max_new_tokens, seed=args.seed, draft_thresholds=thresholds)
     print(format_advice(advice))
     if args.json:
         return write_output(args.json, json.dumps({**advice, "pair": pair.provenance()}, indent=1, default=str))

@@ -7,8 +7,9 @@ measured speedup is the drafter's row), :func:`compare_drafters` gives, per draf
 * the **compatibility summary** (:mod:`hsd.report`): whether the vocabularies are shared, how many byte
   strings they share, how faithfully the drafter's tokenizer round-trips text, and which algorithms apply
   (:func:`hsd.availability`, with the reason for each that does not);
-* **``advise``'s prediction** (:mod:`hsd.advise`, calibrated at the comparison's lookahead on the same
-  prompts): τ and speedup over AR, shown beside the measurement, so a user sees how far the model is off;
+* **``advise``'s prediction** (:mod:`hsd.advise`, calibrated at the comparison's settings on the same
+  prompts: its lookahead, drafter temperature and, where it applies, draft threshold): τ and speedup over AR,
+  shown beside the measurement, so a user sees how far the model is off;
 * the **measurement**, by :func:`hsd.bench.run_each` (AR and each algorithm interleaved, repeated until the
   speedups settle or the time budget is spent), once per prompt: ``acceptance_rate`` (accepted ÷ proposed
   target tokens), τ (``mean_accepted_length``: tokens per verification round, bonus included) and
@@ -122,7 +123,7 @@ def resolve_drafter(name: str) -> str:
 def check_comparison(target, drafters, prompts, algorithm: str = "best", **settings) -> tuple[str, list[str]]:
     """Every argument of :func:`compare_drafters` checked before a model loads; returns the resolved target
     and drafters. Raises :class:`~hsd.errors.InvalidSettingError` with what to do."""
-    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int
+    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int, check_draft_threshold
     from .loading import embedded_path
     from .sampling import Sampling
 
@@ -152,6 +153,12 @@ def check_comparison(target, drafters, prompts, algorithm: str = "best", **setti
     if isinstance(prompts, str) or not prompts or not all(isinstance(p, str) and p for p in prompts):
         raise InvalidSettingError("Give a non-empty list of prompt texts (or a prompt set: hsd.bench.load_prompts).")
     Sampling(settings.get("temperature", 0.0), settings.get("top_k", 0), settings.get("top_p", 1.0))
+    if settings.get("drafter_temperature") is not None:
+        try:
+            Sampling(settings["drafter_temperature"], settings.get("top_k", 0), settings.get("top_p", 1.0))
+        except InvalidSettingError as exc:
+            raise InvalidSettingError(f"drafter_temperature: {exc}") from None
+    check_draft_threshold(settings.get("draft_threshold", 0.0))
     _check_int("lookahead", settings.get("lookahead", 5), 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", settings.get("max_new_tokens", 64), 1, MAX_NEW_TOKENS, "tokens to generate")
     _check_int("min_repeats", settings.get("min_repeats", 2), 1, 1000, "interleaved repeats per prompt")
@@ -241,19 +248,26 @@ def _greedy_identity(rows: list[Row], per_prompt: list, temperature: float) -> N
         row.greedy_equals_ar = f"{sum(same)}/{len(same)}" if same else ""
 
 
+def _threshold(algorithm: str, draft_threshold: float) -> float | None:
+    """The draft threshold ``algorithm`` runs with (``None``: a fixed lookahead), as advise's rows record it."""
+    return draft_threshold if draft_threshold and ALGORITHMS[algorithm].dynamic_lookahead else None
+
+
 def compare_drafters(target: str | None, drafters: list[str], prompts: list[str], algorithm: str = "best", *,
                      temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, lookahead: int = 5,
-                     max_new_tokens: int = 64, seed: int = 0, min_repeats: int = 2, max_repeats: int = 4,
+                     max_new_tokens: int = 64, seed: int = 0, drafter_temperature: float | None = None,
+                     draft_threshold: float = 0.0, min_repeats: int = 2, max_repeats: int = 4,
                      budget_s: float = 30.0, predict: bool = True, device: str = "auto", dtype: str = "auto",
                      trust_remote_code: bool = False):
     """Measure each drafter for ``target`` on ``prompts``; yields progress lines, then a :class:`DrafterComparison`.
 
     ``algorithm``: ``"best"`` measures every drafting algorithm that applies to each pair and marks the one
     with the highest measured speedup; a name measures that one (a drafter it does not apply to gets a row
-    that says why). ``predict``: also run ``advise``'s calibration at ``lookahead`` for the prediction
-    beside each measurement. ``min_repeats``, ``max_repeats`` and ``budget_s`` bound
-    :func:`hsd.bench.run_each` per prompt. A drafter that fails to load gets an entry with its error; a
-    target that fails to load raises.
+    that says why). ``drafter_temperature`` and ``draft_threshold`` are :func:`hsd.generate`'s (the drafter's
+    own temperature; a dynamic lookahead for SD, SLEM and TLI). ``predict``: also run ``advise``'s calibration
+    at these settings for the prediction beside each measurement. ``min_repeats``, ``max_repeats`` and
+    ``budget_s`` bound :func:`hsd.bench.run_each` per prompt. A drafter that fails to load gets an entry with its
+    error; a target that fails to load raises.
     """
     from .advise import advise_steps
     from .costs import measure_costs
@@ -262,7 +276,8 @@ def compare_drafters(target: str | None, drafters: list[str], prompts: list[str]
     from .machine import machine_info
 
     settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead,
-                    max_new_tokens=max_new_tokens, seed=seed)
+                    max_new_tokens=max_new_tokens, seed=seed, drafter_temperature=drafter_temperature,
+                    draft_threshold=draft_threshold)
     repeats = dict(min_repeats=min_repeats, max_repeats=max_repeats, budget_s=budget_s)
     target, paths = check_comparison(target, drafters, prompts, algorithm, **settings, **repeats)
     load = dict(device=device, dtype=dtype, trust_remote_code=trust_remote_code)
@@ -295,10 +310,13 @@ def compare_drafters(target: str | None, drafters: list[str], prompts: list[str]
                                       note=f"not applicable: {compat['not_applicable'].get(algorithm)}"))
         if predict and algorithms:
             for item in advise_steps(pair, prompts, temperature=temperature, algorithms=algorithms,
-                                     max_new_tokens=max_new_tokens, seed=seed, lookaheads=[lookahead]):
+                                     max_new_tokens=max_new_tokens, seed=seed, lookaheads=[lookahead],
+                                     draft_thresholds=(draft_threshold,) if draft_threshold else (),
+                                     dynamic_lookahead=lookahead, drafter_temperature=drafter_temperature):
                 if isinstance(item, str):
                     yield f"{label}, advise: {item}"
-            entry.advice = {p["algorithm"]: {"tau": p["tau"], "speedup": p["speedup"]} for p in item["predictions"]}
+            entry.advice = {p["algorithm"]: {"tau": p["tau"], "speedup": p["speedup"]} for p in item["predictions"]
+                            if p["draft_threshold"] == _threshold(p["algorithm"], draft_threshold)}
             costs = item["costs"]
         else:
             costs = measure_costs(pair, context, 2, 15, ids[0])[0].to_dict()
@@ -373,12 +391,23 @@ def drafters_table(result: DrafterComparison, all_rows: bool = False):
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def decoding_text(s: dict) -> str:
+    """A comparison's decoding settings in words: temperature, lookahead, and the drafter's temperature and the
+    draft threshold where they are set."""
+    text = f"temperature {s['temperature']:g}"
+    if s.get("drafter_temperature") is not None:
+        text += f", drafter temperature {s['drafter_temperature']:g}"
+    text += f", lookahead {s['lookahead']}"
+    if s.get("draft_threshold"):
+        text += f", draft threshold {s['draft_threshold']:g}"
+    return text
+
+
 def format_comparison(result: DrafterComparison) -> str:
     """The table as text for a terminal, with a line on what was run."""
     s = result.settings
     head = (f"target {result.target}; algorithm {result.algorithm}; {len(result.prompts)} prompt(s), "
-            f"{s['max_new_tokens']} new tokens, temperature {s['temperature']:g}, lookahead {s['lookahead']}; "
-            f"{result.seconds:.0f} s")
+            f"{s['max_new_tokens']} new tokens, {decoding_text(s)}; {result.seconds:.0f} s")
     table = drafters_table(result)
     keep = ["drafter", "algorithm", "speedup", "predicted speedup (advise)", "acceptance_rate",
             "τ (mean_accepted_length)", "predicted τ (advise)", "drafter cost ratio", "shared tokens",
@@ -432,8 +461,7 @@ def drafters_figure(result: DrafterComparison):
     fig.update_xaxes(title_text="draft position", row=2, col=2)
     s = result.settings
     fig.update_layout(title=f"Drafters for {Path(result.target).name or result.target} "
-                            f"({result.algorithm}, T={s['temperature']:g}, lookahead {s['lookahead']}, "
-                            f"{len(result.prompts)} prompt(s))",
+                            f"({result.algorithm}, {decoding_text(s)}, {len(result.prompts)} prompt(s))",
                       template="plotly_white", height=720, barmode="group", font=dict(size=13),
                       margin=dict(l=60, r=20, t=90, b=50), legend=dict(orientation="h", y=-0.08))
     return fig
@@ -457,6 +485,11 @@ def add_drafters_parser(sub) -> None:
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--lookahead", type=int, default=5)
+    p.add_argument("--drafter-temperature", type=float, default=None,
+                   help="the drafter's own temperature (default: the target's), as in generate")
+    p.add_argument("--draft-threshold", type=float, default=0.0,
+                   help="stop a round's drafting after a token the drafter gives less than this probability "
+                        "(0 = off; SD, SLEM, TLI), as in generate")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--min-repeats", type=int, default=2, help="interleaved repeats per prompt, at least (1 cannot "
                    "tell noise from a difference)")
@@ -491,7 +524,8 @@ def cmd_drafters(args) -> int:
         _check_int("--threads", args.threads, 1, 4096, "torch intra-op threads")
     prompts = load_prompts(args.prompts, args.num_prompts)
     kw = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead,
-              max_new_tokens=args.max_new_tokens, seed=args.seed, min_repeats=args.min_repeats,
+              max_new_tokens=args.max_new_tokens, seed=args.seed, drafter_temperature=args.drafter_temperature,
+              draft_threshold=args.draft_threshold, min_repeats=args.min_repeats,
               max_repeats=args.max_repeats, budget_s=args.budget_s)
     check_comparison(args.target, args.drafters, prompts, args.algorithm, **kw)  # before any model loads
     if args.threads:

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import hsd
 from . import figures, forms, picture, planning, share, viz, zerogpu
-from .advise import advise_steps, format_advice
+from .advise import DYNAMIC_LOOKAHEAD, advise_steps, format_advice
 from .bench import run_each
 from .loading import GALLERY
 from .machine import device_name
@@ -32,7 +32,9 @@ NO_RUN = "<i>Run an algorithm to step through its rounds.</i>"
 STOPPED = ("⏹ **Stopped.** The output shows what was generated before the stop; a stopped run has no summary, "
            "round view or comparison.")
 BUSY = ("⏳", "▶️")  # how a status in progress begins
-ADVISE_TOKENS, ADVISE_LOOKAHEADS = zerogpu.ADVISE_TOKENS, zerogpu.ADVISE_LOOKAHEADS  # its duration assumes them
+# the app's Advise calibrates these, as its duration assumes (hsd/zerogpu.py)
+ADVISE_TOKENS, ADVISE_LOOKAHEADS, ADVISE_DRAFT_THRESHOLDS = (zerogpu.ADVISE_TOKENS, zerogpu.ADVISE_LOOKAHEADS,
+                                                             zerogpu.ADVISE_DRAFT_THRESHOLDS)
 COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / ψ: the proposal's probability "
                 "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
 BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
@@ -258,7 +260,8 @@ def example(index, device="auto", dtype="auto") -> dict:
 
 def advise_text(target, drafter, prompt, temperature, device="auto", dtype="auto") -> Iterator[str]:
     """`hsd advise` on this pair and prompt, its progress first: measured acceptance and costs, the predicted
-    speedup of every applicable algorithm (SLRS included) at each lookahead it calibrates, a recommendation."""
+    speedup of every applicable algorithm (SLRS included) at each lookahead it calibrates and, where a draft
+    threshold applies, at the dynamic lookahead with each of :data:`ADVISE_DRAFT_THRESHOLDS`; a recommendation."""
     try:
         forms.check_prompt(prompt)
         temperature = forms.in_range("temperature", forms.number("temperature", temperature, float),
@@ -271,12 +274,15 @@ def advise_text(target, drafter, prompt, temperature, device="auto", dtype="auto
         lines = []
         with planning.device_lock(str(pair.target.device)):
             for item in advise_steps(pair, [prompt], temperature=temperature, max_new_tokens=ADVISE_TOKENS,
-                                     algorithms=names, lookaheads=ADVISE_LOOKAHEADS):
+                                     algorithms=names, lookaheads=ADVISE_LOOKAHEADS,
+                                     draft_thresholds=ADVISE_DRAFT_THRESHOLDS):
                 if isinstance(item, str):
                     lines.append(item)
                     yield "⏳ Advise: " + "\n\n".join(lines[-3:])
+        note = (f" (a row \"{DYNAMIC_LOOKAHEAD}, stop < θ\" is the dynamic lookahead: lookahead {DYNAMIC_LOOKAHEAD} "
+                "and draft threshold θ in the form)" if any(p["draft_threshold"] for p in item["predictions"]) else "")
         yield (f"**{item['recommendation']['text']}**\n\nCalibrated on this prompt ({ADVISE_TOKENS} new tokens) "
-               f"at temperature {temperature:g}, at each lookahead in the table; a prediction, not a "
+               f"at temperature {temperature:g}, at each setting in the table{note}; a prediction, not a "
                f"measurement: **Compare** measures.\n\n```text\n{format_advice(item)}\n```")
     except Exception as exc:
         yield error_text(exc)
@@ -323,15 +329,18 @@ def default_drafters() -> str:
 
 
 def drafters_steps(target, drafters_text, algorithm, num_prompts, temperature, top_k, top_p, lookahead,
-                   max_new_tokens, seed, device="auto", dtype="auto") -> Iterator[dict]:
+                   max_new_tokens, seed, device="auto", dtype="auto", drafter_temperature=None,
+                   draft_threshold=None) -> Iterator[dict]:
     """Several drafters for one target (:func:`hsd.drafters.compare_drafters`) on the first ``num_prompts`` code
-    prompts: progress as the status, then the table, the figure and the CSV of every (drafter, algorithm)."""
+    prompts, at the form's settings (its drafter temperature and draft threshold included): progress as the
+    status, then the table, the figure and the CSV of every (drafter, algorithm)."""
     from .bench import load_prompts
-    from .drafters import compare_drafters, drafters_figure, drafters_table
+    from .drafters import compare_drafters, decoding_text, drafters_figure, drafters_table
 
     try:
         n = forms.in_range("prompts", forms.number("prompts", num_prompts, int), 1, 16)
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x")
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x",
+                       drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)
         kw.pop("prompt", None), kw.pop("messages", None)
         # each name as the app's loader takes it (a public app's allow-list applies: hsd/planning.py)
         names = [planning.resolve_name(name) for name in drafter_lines(drafters_text)]
@@ -343,21 +352,24 @@ def drafters_steps(target, drafters_text, algorithm, num_prompts, temperature, t
                     yield {"status": item}
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-drafters.csv"
         drafters_table(item, all_rows=True).to_csv(csv, index=False)
-        yield {"status": f"✅ Compared {len(names)} drafter(s) for `{target}` in {item.seconds:.0f} s, each against AR "
-                         "in the same run (repeated interleaved). Filled bars: measured; hatched: advise's prediction.",
+        yield {"status": f"✅ Compared {len(names)} drafter(s) for `{target}` in {item.seconds:.0f} s at "
+                         f"{decoding_text(item.settings)}, each against AR in the same run (repeated interleaved). "
+                         "Filled bars: measured; hatched: advise's prediction.",
                "table": drafters_table(item), "figure": drafters_figure(item), "csv": str(csv)}
     except Exception as exc:
         yield {"status": error_text(exc)}
 
 
 def production(target, drafter, algorithm, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-               device="auto", dtype="auto") -> str:
-    """The vLLM and Transformers configuration that reproduces this pair and settings, with where each engine
-    differs from what hsd measures (:mod:`hsd.production`)."""
+               device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None) -> str:
+    """The vLLM and Transformers configuration that reproduces this pair and settings (the form's drafter
+    temperature and draft threshold included), with where each engine differs from what hsd measures
+    (:mod:`hsd.production`)."""
     from .production import format_production, production_for_pair
 
     try:
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x")
+        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x",
+                       drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)
         kw.pop("prompt", None), kw.pop("messages", None)
         pair = planning.load_named_pair(target, drafter, device, dtype)
         return format_production(production_for_pair(pair, algorithm, **kw), markdown=True)

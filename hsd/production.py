@@ -38,6 +38,12 @@ vLLM (main branch as stored in December 2026):
   text for the drafter.
 * No SLEM and no SLRS: the ``method`` values in ``vllm/config/speculative.py`` have neither (a SLEM proposer
   is proposed upstream, PR #45018, per ``docs/research/peers-and-ui.md``).
+* hsd's ``drafter_temperature`` and ``draft_threshold``: ``draft_sample_method="greedy"`` (argmax drafts, one-hot
+  in rejection sampling) is hsd's ``drafter_temperature=0``; ``"probabilistic"`` samples the drafter with the
+  request's own sampling settings (``_sample_draft_tokens`` in ``llm_base_proposer.py``), so no other drafter
+  temperature has an equivalent. A draft model's drafts have a fixed length: ``num_speculative_tokens_per_batch_size``
+  (by batch size) and ``enable_adaptive_verification`` (``method="dspark"`` only) are the dynamic options in
+  ``vllm/config/speculative.py``; nothing ends a draft on the drafter's confidence, so ``draft_threshold`` has none.
 * ``SamplingParams(temperature, top_p, top_k, seed, max_tokens)``:
   https://docs.vllm.ai/en/latest/api/vllm/sampling_params.html. ``top_k`` is left out when hsd's is 0 (off),
   since older vLLM versions rejected ``top_k=0`` (vLLM issue #17553) and its default is off.
@@ -53,6 +59,12 @@ Transformers 5.24.0 (the version installed here; read in its source):
   ``AssistedCandidateGeneratorDifferentTokenizers`` (SLEM); equal ``config.vocab_size`` plus an
   ``assistant_tokenizer`` raises ``ValueError``).
 * ``GenerationConfig``'s default ``top_k`` is 50, so hsd's ``top_k=0`` (off) is passed explicitly.
+* hsd's ``draft_threshold`` is the drafter's ``assistant_confidence_threshold`` (read in 5.25.0): above 0 it adds
+  ``ConfidenceCriteria`` (``generation/stopping_criteria.py``) to the assistant's ``generate``, which ends a draft
+  after a token whose probability, from the *processed* scores (after temperature, top-k, top-p), is below it;
+  with scikit-learn installed, ``AssistedCandidateGenerator.update_candidate_strategy`` re-tunes it every round
+  for a same-vocabulary assistant. There is no drafter temperature: the assistant drafts with a deep copy of
+  ``generate()``'s own generation config (``AssistedCandidateGenerator.__init__``).
 * Its TLI sampling is lossy in 5.24 (first-token TV 0.371 against a noise floor of 0.089, measured by this
   project: ``docs/research/transformers.md`` §9), and it prunes the drafter's LM head in place.
 """
@@ -204,8 +216,9 @@ def inspect_pair(target: str, drafter: str | None, *, trust_remote_code: bool = 
 
 # --------------------------------------------------------------------------------------------- snippets
 
-def _check(algorithm: str, drafter: str | None, temperature, top_k, top_p, lookahead, max_new_tokens) -> None:
-    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int
+def _check(algorithm: str, drafter: str | None, temperature, top_k, top_p, lookahead, max_new_tokens,
+           drafter_temperature=None, draft_threshold=0.0) -> None:
+    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int, check_draft_threshold
     from .sampling import Sampling
 
     if algorithm not in ALGORITHMS:
@@ -213,6 +226,12 @@ def _check(algorithm: str, drafter: str | None, temperature, top_k, top_p, looka
     if ALGORITHMS[algorithm].needs_drafter and not drafter:
         raise InvalidSettingError(f"algorithm={algorithm!r} needs a drafter: give drafter='<hub id or directory>'.")
     Sampling(temperature, top_k, top_p)
+    if drafter_temperature is not None:
+        try:
+            Sampling(drafter_temperature, top_k, top_p)
+        except InvalidSettingError as exc:
+            raise InvalidSettingError(f"drafter_temperature: {exc}") from None
+    check_draft_threshold(draft_threshold)
     _check_int("lookahead", lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
 
@@ -239,8 +258,50 @@ def _kw(d: dict, indent: str) -> str:
     return "".join(f"{indent}{k}={v!r},\n" for k, v in d.items())
 
 
+def _own_drafter_temperature(s: dict) -> float | None:
+    """hsd's drafter temperature where it differs from the target's (``None``: the drafter samples as the target)."""
+    dt = s.get("drafter_temperature")
+    return None if dt is None or dt == s["temperature"] else dt
+
+
+def _threshold(algorithm: str, s: dict) -> float:
+    """The draft threshold hsd runs ``algorithm`` with (0: a fixed lookahead; the algorithms without a dynamic
+    lookahead ignore it)."""
+    return s.get("draft_threshold", 0.0) if ALGORITHMS[algorithm].dynamic_lookahead else 0.0
+
+
+def _ignored_threshold(algorithm: str, s: dict) -> list[str]:
+    if not s.get("draft_threshold") or _threshold(algorithm, s) or not ALGORITHMS[algorithm].needs_drafter:
+        return []
+    takers = ", ".join(a.upper() for a, spec in ALGORITHMS.items() if spec.dynamic_lookahead)
+    return [f"draft_threshold applies to {takers}: hsd's {algorithm} ignores it, and so does this configuration."]
+
+
+def _vllm_drafting_notes(algorithm: str, s: dict, heterogeneous: bool) -> list[str]:
+    """What vLLM offers for hsd's drafter temperature and draft threshold: greedy drafting, and no threshold."""
+    notes = _ignored_threshold(algorithm, s)
+    dt, theta = _own_drafter_temperature(s), _threshold(algorithm, s)
+    if dt == 0:
+        notes.append("drafter_temperature=0 (a greedy drafter) is vLLM's draft_sample_method='greedy' ("
+                     + ("the only one with use_heterogeneous_vocab" if heterogeneous else "its default")
+                     + "): the drafter's argmax, treated as one-hot in rejection sampling, as hsd's greedy drafter is.")
+    elif dt is not None:
+        notes.append("vLLM has no drafter temperature: it drafts the argmax ('greedy') or, without "
+                     "use_heterogeneous_vocab, samples the drafter with the request's own settings ('probabilistic'); "
+                     f"hsd's drafter temperature {dt:g} has no equivalent, so expect another acceptance_rate than hsd "
+                     "measured (the output's distribution is the same).")
+    if theta:
+        notes.append(f"vLLM has no equivalent of hsd's draft_threshold={theta:g} (the dynamic lookahead) for a draft "
+                     f"model: it drafts num_speculative_tokens={s['lookahead']} tokens every round "
+                     "(num_speculative_tokens_per_batch_size chooses that number by batch size, not by the drafter's "
+                     "confidence), so its drafts are longer, and more of them rejected, than hsd measured; the "
+                     "output's distribution is the same.")
+    return notes
+
+
 def _vllm(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFacts) -> EngineConfig:
     k, t = s["lookahead"], s["temperature"]
+    greedy_drafter = _own_drafter_temperature(s) == 0
     sampling = _sampling_vllm(s)
     notes = []
     spec: dict | None = None
@@ -248,7 +309,7 @@ def _vllm(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFact
         runs, match = "plain autoregressive decoding (no speculative_config)", "same"
     elif f.shared_vocabulary:
         spec = {"method": "draft_model", "model": drafter, "num_speculative_tokens": k}
-        if t > 0:
+        if t > 0 and not greedy_drafter:
             spec["draft_sample_method"] = "probabilistic"
             notes.append("draft_sample_method='probabilistic' samples the drafts from the drafter's distribution "
                          "and tests p/q, as hsd's SD does; vLLM's default 'greedy' is lossless too but accepts less "
@@ -263,8 +324,8 @@ def _vllm(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFact
                 "use_heterogeneous_vocab": True}
         runs = "TLI with greedy drafting (use_heterogeneous_vocab: drafts are the argmax over the shared tokens)"
         if algorithm == "tli":
-            match = "same" if t == 0 else "same distribution, less acceptance"
-            if t > 0:
+            match = "same" if t == 0 or greedy_drafter else "same distribution, less acceptance"
+            if match != "same":
                 notes.append("vLLM drafts greedily even when sampling (probabilistic draft sampling is not supported "
                              "with use_heterogeneous_vocab): each draft is accepted with probability p(x) instead of "
                              "min(1, p/q'), so expect a lower acceptance_rate than hsd's TLI measured.")
@@ -283,6 +344,8 @@ def _vllm(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFact
                          "hsd's TLI. Byte-fallback and byte-level forms of the same byte never match in vLLM.")
         notes.append("vLLM feeds the drafter the target's ids mapped one by one (a target token outside the "
                      "intersection becomes the drafter's unk token); hsd re-tokenizes the text for the drafter.")
+    if spec is not None:
+        notes += _vllm_drafting_notes(algorithm, s, bool(spec.get("use_heterogeneous_vocab")))
     if t > 0:
         notes.append("vLLM seeds per request (SamplingParams.seed): the same seed does not give hsd's sample.")
     llm_kw = {"model": target}
@@ -298,8 +361,31 @@ def _vllm(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFact
                         cli, notes)
 
 
+def _transformers_drafting_notes(algorithm: str, s: dict, f: PairFacts) -> list[str]:
+    """Where Transformers' confidence threshold differs from hsd's draft threshold, and that it has no drafter
+    temperature (read in Transformers 5.25.0's candidate_generator.py and stopping_criteria.py)."""
+    notes = _ignored_threshold(algorithm, s)
+    t, dt, theta = s["temperature"], _own_drafter_temperature(s), _threshold(algorithm, s)
+    if theta and t > 0:
+        notes.append("Transformers' ConfidenceCriteria reads the drafted token's probability after the sampling "
+                     "settings (temperature, top-k, top-p); hsd's draft_threshold reads it at temperature 1.")
+    if theta and f.shared_vocabulary:
+        notes.append("With scikit-learn installed, Transformers re-tunes a same-vocabulary assistant's "
+                     "assistant_confidence_threshold every round from a ROC curve of its past matches "
+                     f"(AssistedCandidateGenerator.update_candidate_strategy): {theta:g} is only where it starts, "
+                     "where hsd keeps it fixed.")
+    if dt is not None:
+        notes.append("Transformers has no drafter temperature: the assistant drafts with a copy of generate()'s own "
+                     "generation_config (AssistedCandidateGenerator), "
+                     + ("greedily" if t == 0 else f"at temperature {t:g}")
+                     + f"; hsd's drafter temperature {dt:g} has no equivalent, so expect another acceptance_rate than "
+                       "hsd measured.")
+    return notes
+
+
 def _transformers(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFacts) -> EngineConfig:
     k, t = s["lookahead"], s["temperature"]
+    theta = _threshold(algorithm, s)
     gen = _sampling_hf(s)
     notes = []
     assistant_cfg: dict = {}
@@ -308,10 +394,16 @@ def _transformers(target: str, drafter: str | None, algorithm: str, s: dict, f: 
         runs, match = "plain generate()", "same"
     else:
         assistant_cfg = {"num_assistant_tokens": k, "num_assistant_tokens_schedule": "constant",
-                         "assistant_confidence_threshold": 0.0}
-        notes.append("Draft length lives on the drafter's generation_config (num_assistant_tokens; passed to "
-                     "generate() it has no effect); 'constant' and a confidence threshold of 0 draft exactly "
-                     f"{k} tokens per round as hsd did (the defaults, 20 and 0.4, cut drafts short).")
+                         "assistant_confidence_threshold": theta}
+        if theta:
+            notes.append("Draft length lives on the drafter's generation_config (num_assistant_tokens; passed to "
+                         f"generate() it has no effect); 'constant' drafts up to {k} tokens per round, and "
+                         f"assistant_confidence_threshold={theta:g} ends a draft after a token the assistant gives "
+                         "less than that (Transformers' ConfidenceCriteria): hsd's draft_threshold.")
+        else:
+            notes.append("Draft length lives on the drafter's generation_config (num_assistant_tokens; passed to "
+                         "generate() it has no effect); 'constant' and a confidence threshold of 0 draft exactly "
+                         f"{k} tokens per round as hsd did (the defaults, 20 and 0.4, cut drafts short).")
         if f.shared_vocabulary:
             runs = "assisted generation with a same-vocabulary assistant (speculative sampling when do_sample)"
             match = "same"
@@ -343,6 +435,8 @@ def _transformers(target: str, drafter: str | None, algorithm: str, s: dict, f: 
                 notes.insert(0, f"Both configs have vocab_size {f.target_vocab_size}: Transformers then refuses "
                                 "assistant_tokenizer (it treats equal sizes as one vocabulary), so it cannot run this "
                                 "pair with different tokenizers at all.")
+    if algorithm != "ar":
+        notes += _transformers_drafting_notes(algorithm, s, f)
     if t > 0:
         notes.append("Seed with torch.manual_seed(seed) before generate(): the draws differ from hsd's.")
     lines = ["import torch", "from transformers import AutoModelForCausalLM, AutoTokenizer", "",
@@ -373,14 +467,19 @@ def _transformers(target: str, drafter: str | None, algorithm: str, s: dict, f: 
 
 def production_config(target: str, drafter: str | None, algorithm: str, *, temperature: float = 0.0, top_k: int = 0,
                       top_p: float = 1.0, lookahead: int = 5, max_new_tokens: int = 128, seed: int = 0,
+                      drafter_temperature: float | None = None, draft_threshold: float = 0.0,
                       facts: PairFacts | None = None) -> Production:
     """The vLLM and Transformers configuration of hsd's ``algorithm`` at these settings (a pure function).
 
     ``facts`` (:func:`inspect_pair` or :func:`facts_of_pair`) decide between the shared- and the
     heterogeneous-vocabulary configurations; without them the heterogeneous one is given (or the shared one
     for ``sd``), with a note. ``sd`` on a pair whose vocabularies differ raises
-    :class:`~hsd.errors.IncompatiblePairError`."""
-    _check(algorithm, drafter, temperature, top_k, top_p, lookahead, max_new_tokens)
+    :class:`~hsd.errors.IncompatiblePairError`. ``drafter_temperature`` and ``draft_threshold`` are
+    :func:`hsd.generate`'s: each engine's equivalent is configured where it has one (Transformers'
+    ``assistant_confidence_threshold``; vLLM's greedy draft sampling for a drafter temperature of 0), and its
+    notes say where it has none."""
+    _check(algorithm, drafter, temperature, top_k, top_p, lookahead, max_new_tokens, drafter_temperature,
+           draft_threshold)
     f = facts or PairFacts()
     if algorithm == "sd":
         if f.shared_vocabulary is False:
@@ -388,7 +487,7 @@ def production_config(target: str, drafter: str | None, algorithm: str, *, tempe
                                         "slem or tli (what the engines offer for different vocabularies).")
         f = PairFacts(**{**asdict(f), "shared_vocabulary": True})
     s = dict(temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead, max_new_tokens=max_new_tokens,
-             seed=seed)
+             seed=seed, drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)
     out = Production(target, drafter, algorithm, s, f, _vllm(target, drafter, algorithm, s, f),
                      _transformers(target, drafter, algorithm, s, f))
     if any(str(name).startswith("assets/") for name in (target, drafter) if name):
@@ -410,6 +509,10 @@ def format_production(p: Production, markdown: bool = False) -> str:
     s = p.settings
     head = (f"hsd: {p.algorithm} on {p.target} <- {p.drafter}, temperature {s['temperature']:g}, top_k {s['top_k']}, "
             f"top_p {s['top_p']:g}, lookahead {s['lookahead']}, {s['max_new_tokens']} new tokens, seed {s['seed']}")
+    if s.get("drafter_temperature") is not None:
+        head += f", drafter temperature {s['drafter_temperature']:g}"
+    if s.get("draft_threshold"):
+        head += f", draft threshold {s['draft_threshold']:g}"
     if f.shared_vocabulary is not None:
         head += ("\nvocabulary: " + ("shared" if f.shared_vocabulary else "heterogeneous")
                  + (f"; config vocab_size {f.target_vocab_size} / {f.drafter_vocab_size}" if f.target_vocab_size else "")
@@ -442,6 +545,11 @@ def add_production_parser(sub) -> None:
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--lookahead", type=int, default=5)
+    p.add_argument("--drafter-temperature", type=float, default=None,
+                   help="the drafter's own temperature (default: the target's), as in generate")
+    p.add_argument("--draft-threshold", type=float, default=0.0,
+                   help="stop a round's drafting after a token the drafter gives less than this probability "
+                        "(0 = off; SD, SLEM, TLI), as in generate")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--target-revision")
@@ -468,9 +576,9 @@ def cmd_production(args) -> int:
 
         drafter = EMBEDDED[DEFAULT_PRESET][1]
     settings = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead,
-                    max_new_tokens=args.max_new_tokens, seed=args.seed)
-    _check(args.algorithm, drafter, args.temperature, args.top_k, args.top_p, args.lookahead,
-           args.max_new_tokens)  # before any tokenizer loads
+                    max_new_tokens=args.max_new_tokens, seed=args.seed, drafter_temperature=args.drafter_temperature,
+                    draft_threshold=args.draft_threshold)
+    _check(args.algorithm, drafter, **{k: v for k, v in settings.items() if k != "seed"})  # before any tokenizer loads
     facts = None if args.no_inspect else inspect_pair(
         target, drafter if ALGORITHMS[args.algorithm].needs_drafter else None, trust_remote_code=args.trust_remote_code,
         target_revision=args.target_revision, drafter_revision=args.drafter_revision)

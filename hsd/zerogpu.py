@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import loading, planning
+from .advise import DRAFT_THRESHOLDS, DYNAMIC_LOOKAHEAD
 from .algorithms import ALGORITHMS
 from .errors import HsdError, ResourceLimitError
 
@@ -336,8 +337,9 @@ MOVE_BANDWIDTH = 4e9  # bytes/s, disk -> pinned memory -> GPU
 #: the estimate is multiplied by this before it is asked for: a task that runs past its duration is aborted
 MARGIN = 1.2
 RUN_CAP_S, COMPARE_CAP_S, ADVISE_CAP_S = 240, 300, 300
-#: the app's Advise: tokens per calibration run and the lookaheads it calibrates
-ADVISE_TOKENS, ADVISE_LOOKAHEADS = 64, (1, 2, 3, 5, 8)
+#: the app's Advise: tokens per calibration run, the lookaheads it calibrates, and the draft thresholds of the
+#: dynamic lookaheads it calibrates too (at :data:`hsd.advise.DYNAMIC_LOOKAHEAD`, where they apply)
+ADVISE_TOKENS, ADVISE_LOOKAHEADS, ADVISE_DRAFT_THRESHOLDS = 64, (1, 2, 3, 5, 8), DRAFT_THRESHOLDS
 CHARS_PER_TOKEN = 3.0  # a prompt's tokens, for the prefill, without a tokenizer
 CHAT_TEMPLATE_TOKENS = 64
 
@@ -509,14 +511,17 @@ def estimate_compare(target, drafter, prompt, lookahead, max_new_tokens, mode="r
 
 
 def estimate_advise(target, drafter, prompt, device="auto", dtype="auto", zerogpu: bool | None = None) -> Estimate:
-    """The app's Advise (:func:`hsd.advise.advise_steps` at :data:`ADVISE_TOKENS` and
-    :data:`ADVISE_LOOKAHEADS`): the forward costs (15 timed forwards of the target at each size up to
+    """The app's Advise (:func:`hsd.advise.advise_steps` at :data:`ADVISE_TOKENS`, :data:`ADVISE_LOOKAHEADS`
+    and :data:`ADVISE_DRAFT_THRESHOLDS`): the forward costs (15 timed forwards of the target at each size up to
     2 x the largest lookahead + 2, and of the drafter), AR, then a warm-up and one calibration run per
-    lookahead for each drafting algorithm."""
+    lookahead for each drafting algorithm, and one per draft threshold at the dynamic lookahead for each that
+    takes one (its worst case: every draft as long as the lookahead)."""
     target, drafter = _names(target, drafter)
     t, d, start = _pair_sizes(target, drafter, device, dtype, zerogpu)
     p = _prompt_tokens(prompt, "raw")
-    sizes = 2 * max(ADVISE_LOOKAHEADS) + 2
+    algorithms = _algorithms(target, drafter, device, dtype, drafting_only=True)
+    dynamic = [a for a in algorithms if ALGORITHMS[a].dynamic_lookahead] if ADVISE_DRAFT_THRESHOLDS else []
+    sizes = 2 * max(ADVISE_LOOKAHEADS + ((DYNAMIC_LOOKAHEAD,) if dynamic else ())) + 2
     costs = 16 * sum(forward_seconds(t, n) for n in range(1, sizes + 1)) + 3 * prefill_seconds(t, p)
     if d is not None:
         costs += 32 * forward_seconds(d) + 3 * prefill_seconds(d, p)
@@ -524,9 +529,10 @@ def estimate_advise(target, drafter, prompt, device="auto", dtype="auto", zerogp
     ar = 2 * prefill + (16 + ADVISE_TOKENS) * token_seconds("ar", 1, t, None)
     calibration = sum(prefill * (1 + len(ADVISE_LOOKAHEADS)) + 16 * token_seconds(a, 5, t, d)
                       + sum(ADVISE_TOKENS * token_seconds(a, k, t, d) for k in ADVISE_LOOKAHEADS)
-                      for a in _algorithms(target, drafter, device, dtype, drafting_only=True))
-    return Estimate({"worker start": start, "forward costs": costs, "AR": ar,
-                     "calibration": calibration}, ADVISE_CAP_S)
+                      for a in algorithms)
+    per_threshold = sum(prefill + ADVISE_TOKENS * token_seconds(a, DYNAMIC_LOOKAHEAD, t, d) for a in dynamic)
+    return Estimate({"worker start": start, "forward costs": costs, "AR": ar, "calibration": calibration,
+                     "dynamic lookahead": len(ADVISE_DRAFT_THRESHOLDS) * per_threshold}, ADVISE_CAP_S)
 
 
 def _safe(estimate, fallback: int, *args) -> int:
@@ -568,7 +574,8 @@ def compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahe
 
 
 def drafters_duration(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead,
-                      max_new_tokens, seed, device="auto", dtype="auto", progress=None) -> int:
+                      max_new_tokens, seed, device="auto", dtype="auto", drafter_temperature=None,
+                      draft_threshold=None, progress=None) -> int:
     """``@spaces.GPU`` duration of the app's drafter comparison (same signature): one comparison's estimate
     (:func:`estimate_compare`, all of the pair's algorithms, for ``best``) per drafter and prompt, at most
     :data:`COMPARE_CAP_S`. It rarely fits an unauthenticated visitor's quota: the Drafters tab is for

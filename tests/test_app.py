@@ -240,11 +240,27 @@ def test_max_new_tokens_box_states_the_room_the_pair_leaves(model_dirs):
     assert info.startswith("1..") and "for this pair and prompt" in info and int(info[3:].split()[0]) < 512
 
 
-def test_advise_reports_progress_and_only_calibrated_lookaheads(model_dirs):
-    steps = list(app.advise_live(model_dirs["target"], model_dirs["drafter"], "def f(x):\n", 0.0))
-    assert any("about" in s and " s at AR's pace" in s for s in steps[:-1])
-    assert any(s.startswith("⏳ Advise") and "calibrating slrs" in s for s in steps)  # SLRS is considered
-    assert "this k" in steps[-1] and "k=12" not in steps[-1]
+@pytest.fixture(scope="module")
+def advised(model_dirs):
+    """Every update of one Advise on the tiny pair (shared: a calibration takes a while on a CPU)."""
+    return list(app.advise_live(model_dirs["target"], model_dirs["drafter"], "def f(x):\n", 0.0))
+
+
+def test_advise_reports_progress_and_only_calibrated_lookaheads(advised):
+    assert any("about" in s and " s at AR's pace" in s for s in advised[:-1])
+    assert any(s.startswith("⏳ Advise") and "calibrating slrs" in s for s in advised)  # SLRS is considered
+    assert "this k" in advised[-1] and "k=12" not in advised[-1]
+
+
+def test_advise_in_the_app_calibrates_the_dynamic_lookahead_where_a_draft_threshold_applies(advised):
+    lines = {line for s in advised[:-1] for line in s.removeprefix("⏳ Advise: ").split("\n\n")}
+    for t in app.lab.ADVISE_DRAFT_THRESHOLDS:
+        label = f"12, stop < {t:g}"
+        assert any(line.startswith("calibrating slem") and line.endswith(label) for line in lines), lines
+        assert not any(line.startswith("calibrating slrs") and line.endswith(label) for line in lines)
+        table_row = next(line for line in advised[-1].splitlines() if line.startswith(label))
+        assert table_row.split()[-2:] == ["this", "setting"]
+    assert "is the dynamic lookahead" in advised[-1] and "draft threshold θ in the form" in advised[-1]
 
 
 def test_drafters_tab_measures_each_drafter_against_ar_in_one_run(model_dirs):
@@ -262,6 +278,21 @@ def test_production_settings_name_both_engines(model_dirs):
     text = app.production(model_dirs["target"], model_dirs["drafter"], "tli", 0, 0, 1.0, 4, 32, 0)
     assert "vLLM" in text and "assistant_tokenizer" in text
     assert app.production(model_dirs["target"], model_dirs["drafter"], "tli", -1, 0, 1.0, 4, 32, 0).startswith("⚠️")
+
+
+def test_drafters_tab_and_production_take_the_forms_drafter_temperature_and_draft_threshold(model_dirs):
+    final = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1, 0, 0, 1.0, 6, 6, 0,
+                              "auto", "auto", 0, 0.5))[-1]
+    assert final.status.startswith("✅") and "drafter temperature 0, lookahead 6, draft threshold 0.5" in final.status
+    bad = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1, 0, 0, 1.0, 6, 6, 0,
+                            "auto", "auto", None, 1.5))[-1]
+    assert bad.status.startswith("⚠️") and "draft threshold must be in" in bad.status
+    text = app.production(model_dirs["target"], model_dirs["drafter"], "slem", 0, 0, 1.0, 12, 32, 0, "auto", "auto",
+                          0, 0.5)
+    assert "drafter temperature 0, draft threshold 0.5" in text
+    assert "assistant_confidence_threshold = 0.5" in text and "vLLM has no equivalent of hsd's draft_threshold" in text
+    assert app.production(model_dirs["target"], model_dirs["drafter"], "slem", 0, 0, 1.0, 12, 32, 0, "auto", "auto",
+                          -1, None).startswith("⚠️")
 
 
 def test_stop_also_ends_a_drafter_comparison_in_progress():

@@ -8,9 +8,12 @@ import math
 import pandas as pd
 import pytest
 
-from hsd.advise import advise, expected_tokens
-from hsd.cli import main
+import hsd
+import hsd.advise
+from hsd.advise import advise, advise_steps, expected_tokens, format_advice, recommend
+from hsd.cli import advise_thresholds, build_parser, main
 from hsd.costs import Costs, ideal_decode_seconds
+from hsd.machine import machine_info
 
 PROMPTS = ['{"prompt": "def fib(n):\\n"}', '{"prompt": "import os\\n\\nclass A:\\n    def f(self):\\n"}']
 COLUMNS = {"temperature", "algorithm", "implementation", "prompts", "new_tokens", "ttft_ms", "tpot_ms", "tokens_per_s",
@@ -88,7 +91,114 @@ def test_advise_returns_a_recommendation_for_every_lookahead(model_dirs):
     rec = advice["recommendation"]
     assert set(rec) >= {"algorithm", "lookahead", "tokens_per_s", "speedup", "beats_ar", "text"}
     assert rec["algorithm"] == "ar" or rec["lookahead"] in range(1, 13)
-    assert {(p["algorithm"], p["lookahead"]) for p in advice["predictions"]} == {
-        (a, k) for a in ("slem", "tli") for k in range(1, 13)}
+    fixed = [p for p in advice["predictions"] if p["draft_threshold"] is None]
+    assert {(p["algorithm"], p["lookahead"]) for p in fixed} == {(a, k) for a in ("slem", "tli") for k in range(1, 13)}
     assert all(math.isfinite(p["tokens_per_s"]) and p["tokens_per_s"] > 0 for p in advice["predictions"])
     json.dumps(advice, default=str)
+
+
+def test_advise_predicts_each_dynamic_lookahead_from_its_own_calibration(model_dirs, monkeypatch):
+    calls = []
+    real = hsd.advise.generate
+    monkeypatch.setattr(hsd.advise, "generate", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    pair = hsd.load_pair(model_dirs["target"], model_dirs["drafter"], device="cpu")
+    advice = advise(pair, ["def fib(n):\n"], max_new_tokens=12, lookaheads=[2], draft_thresholds=(0.6,),
+                    log=lambda *_: None)
+    dynamic = [p for p in advice["predictions"] if p["draft_threshold"] is not None]
+    assert {(p["algorithm"], p["lookahead"], p["draft_threshold"]) for p in dynamic} == {
+        ("slem", 12, 0.6), ("tli", 12, 0.6)}
+    assert advice["draft_thresholds"] == [0.6] and advice["dynamic_lookahead"] == 12
+    costs = hsd.costs.Costs(advice["costs"]["draft_ms"] / 1e3, {})
+    for p in dynamic:
+        assert {"algorithm": p["algorithm"], "lookahead": 12, "draft_threshold": 0.6} in [
+            {k: c.get(k) for k in ("algorithm", "lookahead", "draft_threshold")} for c in calls]  # calibrated so
+        cal = advice["calibration"][p["algorithm"]]["12, stop < 0.6"]
+        assert p["tau"] == cal["tau"]  # measured tokens per round, not the α chain
+        # mean drafted tokens × (drafter step + its overhead) + mean target forward + round overhead
+        expected = (cal["drafted_per_round"] * (costs.draft * 1e3 + cal["o_draft_ms"]) + cal["verify_ms"]
+                    + cal["o_round_ms"])
+        assert p["round_ms"] == pytest.approx(expected)
+        assert p["speedup"] == pytest.approx(p["tokens_per_s"] / advice["ar_tokens_per_s"])
+        assert 0 < cal["drafted_per_round"] <= 12
+    json.dumps(advice, default=str)
+
+
+def test_advise_without_draft_thresholds_calibrates_no_dynamic_lookahead(model_dirs):
+    pair = hsd.load_pair(model_dirs["target"], model_dirs["drafter"], device="cpu")
+    steps = list(advise_steps(pair, ["def f(x):\n"], max_new_tokens=6, lookaheads=[2], algorithms=["slem"],
+                              draft_thresholds=()))
+    advice = steps[-1]
+    assert [p["draft_threshold"] for p in advice["predictions"]] == [None]
+    assert list(advice["calibration"]["slem"]) == [2] and advice["draft_thresholds"] == []
+    assert not any("stop <" in line for line in steps[:-1])
+
+
+@pytest.mark.parametrize("bad", [(1.0,), (0,), (-0.1,), (0.5, 1.5), ("0.5",), (True,), 0.5, "0.5", (math.nan,)])
+def test_a_draft_threshold_outside_zero_to_one_is_refused_before_anything_runs(bad):
+    with pytest.raises(hsd.InvalidSettingError, match="draft_thresholds must be"):
+        next(advise_steps(None, ["x"], draft_thresholds=bad))  # no pair needed: refused first
+
+
+@pytest.mark.parametrize("bad,message", [(dict(dynamic_lookahead=0), "dynamic_lookahead must be an integer"),
+                                         (dict(drafter_temperature=-1.0), "temperature")])
+def test_advise_refuses_a_bad_dynamic_lookahead_or_drafter_temperature_before_anything_runs(bad, message):
+    with pytest.raises(hsd.InvalidSettingError, match=message):
+        next(advise_steps(None, ["x"], **bad))
+
+
+def _advice(predictions, recommendation):
+    return {"machine": machine_info(), "temperature": 0.0, "ar_tokens_per_s": 10.0, "costs": {"draft_ms": 1.0, "verify_1_ms": 5.0},
+            "skipped": {}, "predictions": predictions, "recommendation": recommendation}
+
+
+def _row(algorithm, lookahead, threshold, speedup, calibrated_at=None):
+    return {"algorithm": algorithm, "lookahead": lookahead, "draft_threshold": threshold,
+            "calibrated_at": calibrated_at or lookahead, "tau": 2.0, "round_ms": 1.0, "tokens_per_s": 10.0 * speedup,
+            "speedup": speedup}
+
+
+def test_the_recommendation_names_a_dynamic_lookahead_by_its_threshold():
+    rows = [_row("slem", 5, None, 1.3), _row("slem", 12, 0.5, 1.6), _row("tli", 12, 0.5, 1.1)]
+    rec = recommend(rows, 10.0)
+    assert (rec["algorithm"], rec["lookahead"], rec["draft_threshold"], rec["beats_ar"]) == ("slem", 12, 0.5, True)
+    assert rec["text"].startswith("Use slem with lookahead 12, stopping a draft after a token the drafter gives below "
+                                  "0.5 (draft_threshold=0.5): predicted 16.0 tokens/s, 1.60x AR")
+    fixed = recommend([_row("slem", 5, None, 1.3), _row("slem", 12, 0.5, 1.2)], 10.0)
+    assert fixed["draft_threshold"] is None and fixed["text"].startswith("Use slem with lookahead 5: predicted")
+    slower = recommend([_row("tli", 12, 0.7, 0.8)], 10.0)
+    assert slower["algorithm"] == "ar" and slower["draft_threshold"] is None
+    assert "the best, tli with lookahead 12, stopping a draft after a token the drafter gives below 0.7" in slower["text"]
+
+
+def test_format_advice_shows_each_dynamic_lookahead_as_its_own_row():
+    rows = [_row("slem", 5, None, 1.3), _row("tli", 5, None, 0.9), _row("slem", 12, 0.5, 1.6),
+            _row("tli", 12, 0.5, 1.1), _row("slem", 12, 0.7, 1.5), _row("slrs", 5, None, 0.4)]
+    text = format_advice(_advice(rows, recommend(rows, 10.0)))
+    lines = text.splitlines()
+    assert any(line.split() == ["12,", "stop", "<", "0.5", "1.60", "1.10", "-", "this", "setting"] for line in lines)
+    assert any(line.split() == ["12,", "stop", "<", "0.7", "1.50", "-", "-", "this", "setting"] for line in lines)
+    assert any(line.split() == ["5", "1.30", "0.90", "0.40", "this", "k"] for line in lines)
+    assert "draft_threshold=θ" in text and text.endswith("(draft_threshold=0.5): predicted 16.0 tokens/s, 1.60x AR "
+                                                         "(10.0 tokens/s).")
+    assert "stop <" not in format_advice(_advice(rows[:2], recommend(rows[:2], 10.0)))  # none: no legend either
+
+
+@pytest.mark.parametrize("argv,thresholds", [([], hsd.advise.DRAFT_THRESHOLDS), (["--draft-thresholds"], ()),
+                                             (["--draft-thresholds", "0"], ()),
+                                             (["--draft-thresholds", "0.7", "0.4", "0.7"], (0.4, 0.7))])
+def test_advise_command_line_takes_draft_thresholds_and_none_disables_them(argv, thresholds):
+    args = build_parser().parse_args(["advise", *argv])
+    assert advise_thresholds(args.draft_thresholds) == thresholds
+
+
+def test_advise_command_line_prints_and_writes_the_dynamic_lookahead(model_dirs, tmp_path, capsys):
+    out = tmp_path / "advice.json"
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(PROMPTS[0] + "\n")
+    assert main(["advise", "--target", model_dirs["target"], "--drafter", model_dirs["drafter"], "--device", "cpu",
+                 "--prompts", str(prompts), "--num-prompts", "1", "--max-new-tokens", "6", "--algorithms", "slem",
+                 "--draft-thresholds", "0.6", "--json", str(out)]) == 0
+    assert any(line.startswith("12, stop < 0.6") for line in capsys.readouterr().out.splitlines())
+    advice = json.loads(out.read_text())
+    assert advice["draft_thresholds"] == [0.6] and "draft_threshold" in advice["recommendation"]
+    assert [p["draft_threshold"] for p in advice["predictions"] if p["draft_threshold"]] == [0.6]

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+import hsd.advise
+import hsd.bench
 from hsd.cli import main
 from hsd.drafters import (COLUMNS, DrafterComparison, check_comparison, compare_drafters, drafters_figure,
                           drafters_table, format_comparison, run_comparison)
@@ -93,6 +95,8 @@ def test_a_named_algorithm_runs_where_it_applies_and_other_drafters_get_rows_tha
     (dict(lookahead=0), "lookahead"),
     (dict(min_repeats=3, max_repeats=2), "max_repeats"),
     (dict(budget_s=0), "budget_s"),
+    (dict(draft_threshold=1.0), "draft_threshold must be a number in"),
+    (dict(drafter_temperature=-1.0), "drafter_temperature: .*emperature"),
 ])
 def test_bad_arguments_are_refused_before_any_model_loads(args, match):
     kw = dict(target=None, drafters=DRAFTERS, prompts=PROMPTS, algorithm="best")
@@ -123,3 +127,29 @@ def test_cli_refuses_bad_options_with_an_error_not_a_traceback(tmp_path, capsys)
     assert "uses no drafter" in capsys.readouterr().err
     assert main(["drafters", "--drafter", "tiny-code", "--csv", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_the_drafter_temperature_and_draft_threshold_reach_the_measurement_and_the_prediction(model_dirs, monkeypatch):
+    calls = {"measured": [], "advise": []}
+    for module, key in ((hsd.bench, "measured"), (hsd.advise, "advise")):
+        real = module.generate
+        monkeypatch.setattr(module, "generate", lambda *a, _real=real, _key=key, **kw: calls[_key].append(kw)
+                            or _real(*a, **kw))
+    result = run_comparison(model_dirs["target"], [model_dirs["drafter"]], PROMPTS, "slem", log=lambda _: None,
+                            **{**SMALL, "lookahead": 6}, drafter_temperature=0.0, draft_threshold=0.5)
+    timed = [kw for kw in calls["measured"] if kw["algorithm"] == "slem"]
+    assert timed and all(kw["drafter_temperature"] == 0.0 and kw["draft_threshold"] == 0.5 for kw in timed)
+    calibrated = [kw for kw in calls["advise"] if kw.get("draft_threshold")]
+    assert calibrated and all((kw["lookahead"], kw["draft_threshold"], kw["drafter_temperature"]) == (6, 0.5, 0.0)
+                              for kw in calibrated)  # advise predicts the setting measured
+    row = result.entries[0].chosen
+    assert row.algorithm == "slem" and row.predicted_speedup > 0 and row.greedy_equals_ar == "1/1"
+    assert result.settings["drafter_temperature"] == 0.0 and result.settings["draft_threshold"] == 0.5
+    assert "temperature 0, drafter temperature 0, lookahead 6, draft threshold 0.5" in format_comparison(result)
+
+
+def test_cli_refuses_a_draft_threshold_outside_zero_to_one_before_loading(capsys):
+    assert main(["drafters", "--drafter", "tiny-code", "--draft-threshold", "1.5"]) == 2
+    assert "draft_threshold must be a number in [0, 1)" in capsys.readouterr().err
+    assert main(["drafters", "--drafter", "tiny-code", "--drafter-temperature", "-1"]) == 2
+    assert "drafter_temperature:" in capsys.readouterr().err

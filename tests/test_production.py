@@ -95,7 +95,10 @@ def test_ar_needs_no_drafter_and_transformers_refuses_equal_vocab_sizes():
 @pytest.mark.parametrize("kw, match", [(dict(algorithm="fast"), "Unknown algorithm"),
                                         (dict(temperature=-1.0), "emperature"),
                                         (dict(lookahead=0), "lookahead"),
-                                        (dict(drafter=None), "needs a drafter")])
+                                        (dict(drafter=None), "needs a drafter"),
+                                        (dict(draft_threshold=1.0), "draft_threshold must be a number in"),
+                                        (dict(draft_threshold=-0.2), "draft_threshold must be a number in"),
+                                        (dict(drafter_temperature=-1.0), "drafter_temperature: .*emperature")])
 def test_bad_settings_are_refused(kw, match):
     args = dict(target=T, drafter=D, algorithm="tli")
     args.update(kw)
@@ -127,3 +130,55 @@ def test_cli_prints_both_engines_and_writes_json(tmp_path, capsys):
     assert "sd needs" in capsys.readouterr().err
     assert main(["production", "--algorithm", "slem", "--target", "org/x", "--no-inspect"]) == 2
     assert "needs a --drafter" in capsys.readouterr().err
+
+
+def test_draft_threshold_is_transformers_assistant_confidence_threshold_and_vllm_says_it_has_none():
+    p = _cfg("slem", lookahead=12, draft_threshold=0.5)
+    assert p.transformers.config["assistant_generation_config"] == {
+        "num_assistant_tokens": 12, "num_assistant_tokens_schedule": "constant", "assistant_confidence_threshold": 0.5}
+    assert "assistant_model.generation_config.assistant_confidence_threshold = 0.5" in p.transformers.python
+    assert any("up to 12 tokens" in n and "ConfidenceCriteria" in n for n in p.transformers.notes)
+    assert p.vllm.config["speculative_config"]["num_speculative_tokens"] == 12  # the most hsd drafts
+    assert any(n.startswith("vLLM has no equivalent of hsd's draft_threshold=0.5") for n in p.vllm.notes)
+    sampled = _cfg("sd", facts=SHARED, temperature=0.8, draft_threshold=0.7)
+    assert any("scikit-learn" in n and "0.7 is only where it starts" in n for n in sampled.transformers.notes)
+    assert any("reads the drafted token's probability after the sampling settings" in n
+               for n in sampled.transformers.notes)
+    ignored = _cfg("slrs", draft_threshold=0.5)  # hsd's SLRS has no dynamic lookahead
+    assert ignored.transformers.config["assistant_generation_config"]["assistant_confidence_threshold"] == 0.0
+    assert any("hsd's slrs ignores it" in n for n in ignored.vllm.notes + ignored.transformers.notes)
+    assert not any("draft_threshold" in n for n in _cfg("slem").vllm.notes + _cfg("slem").transformers.notes)
+
+
+def test_a_greedy_drafter_is_vllms_greedy_draft_sampling_and_other_drafter_temperatures_have_no_equivalent():
+    sd = _cfg("sd", facts=SHARED, temperature=0.8, drafter_temperature=0)
+    assert "draft_sample_method" not in sd.vllm.config["speculative_config"]  # greedy: vLLM's default
+    assert sd.vllm.match == "same" and any("draft_sample_method='greedy'" in n for n in sd.vllm.notes)
+    tli = _cfg("tli", temperature=0.8, drafter_temperature=0)
+    assert tli.vllm.match == "same"  # vLLM's heterogeneous drafting is greedy TLI: hsd's with a greedy drafter
+    warm = _cfg("sd", facts=SHARED, temperature=0.8, drafter_temperature=0.5)
+    assert warm.vllm.config["speculative_config"]["draft_sample_method"] == "probabilistic"
+    assert any("vLLM has no drafter temperature" in n and "0.5" in n for n in warm.vllm.notes)
+    for p in (sd, tli, warm):
+        assert any(n.startswith("Transformers has no drafter temperature") for n in p.transformers.notes)
+    same = _cfg("tli", temperature=0.8, drafter_temperature=0.8)  # the target's own: nothing to say
+    assert not any("drafter temperature" in n for n in same.vllm.notes + same.transformers.notes)
+
+
+def test_the_settings_line_names_the_drafter_temperature_and_the_draft_threshold():
+    head = format_production(_cfg("slem", drafter_temperature=0, draft_threshold=0.5)).splitlines()[0]
+    assert head.endswith("seed 0, drafter temperature 0, draft threshold 0.5")
+    assert "## hsd: slem" in format_production(_cfg("slem", draft_threshold=0.5), markdown=True)
+    assert "drafter temperature" not in format_production(_cfg("slem")).splitlines()[0]
+
+
+def test_cli_takes_the_drafter_temperature_and_the_draft_threshold(tmp_path, capsys):
+    out = tmp_path / "prod.json"
+    assert main(["production", "--algorithm", "slem", "--lookahead", "12", "--draft-threshold", "0.5",
+                 "--drafter-temperature", "0", "--no-inspect", "--json", str(out)]) == 0
+    assert "draft threshold 0.5" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["settings"]["draft_threshold"] == 0.5 and data["settings"]["drafter_temperature"] == 0.0
+    assert data["transformers"]["config"]["assistant_generation_config"]["assistant_confidence_threshold"] == 0.5
+    assert main(["production", "--algorithm", "slem", "--draft-threshold", "1.5", "--no-inspect"]) == 2
+    assert "draft_threshold must be a number in [0, 1)" in capsys.readouterr().err

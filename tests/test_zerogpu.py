@@ -138,6 +138,13 @@ def test_duration_functions_have_their_handlers_signatures():
         assert list(inspect.signature(fn).parameters) == SIGNATURES[name], name
 
 
+def test_the_drafters_duration_has_its_handlers_signature_with_the_drafter_settings():
+    app = pytest.importorskip("app")
+    names = list(inspect.signature(zerogpu.drafters_duration).parameters)
+    assert names == list(inspect.signature(app._drafters_on_device).parameters)
+    assert names[-3:] == ["drafter_temperature", "draft_threshold", "progress"]
+
+
 def test_app_handlers_still_have_the_signatures_the_durations_assume():
     app = pytest.importorskip("app")
     for name, params in SIGNATURES.items():
@@ -212,6 +219,23 @@ def test_the_duration_counts_what_a_fresh_worker_copies_to_its_gpu(monkeypatch):
     moved = zerogpu.preset_bytes() / zerogpu.MOVE_BANDWIDTH
     assert on.parts["worker start"] == pytest.approx(zerogpu.WORKER_START_S + moved, rel=0.01)
     assert off.parts["worker start"] == pytest.approx(zerogpu.WORKER_START_S, rel=0.01)  # the embedded pair only
+
+
+def test_advise_duration_counts_a_dynamic_lookahead_run_per_draft_threshold(monkeypatch):
+    r = zerogpu.DEFAULT_REQUEST
+    args = (r["target"], r["drafter"], r["prompt"], "auto", "auto", False)
+    assert zerogpu.ADVISE_DRAFT_THRESHOLDS == hsd.advise.DRAFT_THRESHOLDS == (0.5, 0.7)  # what the app calibrates
+    both = zerogpu.estimate_advise(*args)
+    monkeypatch.setattr(zerogpu, "ADVISE_DRAFT_THRESHOLDS", (0.5,))
+    one = zerogpu.estimate_advise(*args)
+    monkeypatch.setattr(zerogpu, "ADVISE_DRAFT_THRESHOLDS", ())
+    none = zerogpu.estimate_advise(*args)
+    assert none.parts["dynamic lookahead"] == 0
+    assert one.parts["dynamic lookahead"] > 0
+    assert both.parts["dynamic lookahead"] == pytest.approx(2 * one.parts["dynamic lookahead"])
+    assert both.parts["calibration"] == none.parts["calibration"]  # the fixed lookaheads cost the same
+    assert both.parts["forward costs"] > none.parts["forward costs"]  # target forwards up to 2 x 12 + 2 tokens
+    assert both.seconds > none.seconds and 0 < both.duration <= zerogpu.ADVISE_CAP_S
 
 
 # ----------------------------------------------------------------------------- loading outside the GPU

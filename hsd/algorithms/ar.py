@@ -20,6 +20,6 @@ def step(s: Session) -> Round:
 
 
 ALGORITHM = Algorithm(
-    "ar", step, needs_drafter=False, proposal_symbol=None, advised=False,
+    "ar", step, needs_drafter=False, proposal_symbol=None, advised=False, dynamic_lookahead=False,
     about="**AR** — plain autoregressive decoding: one target forward per token. The baseline every speedup is "
           "measured against, timed by the same loop.")

@@ -38,7 +38,10 @@ class Algorithm:
     drafter forwards an ideal engine spends on the round (:mod:`hsd.costs`). ``summed_extra`` are the
     ``Round.extra`` counters summed into the metrics; ``options`` the keyword settings of
     :func:`hsd.generate` that only this algorithm takes. ``advised``: :func:`hsd.advise.advise` calibrates
-    it unless told which algorithms to calibrate. ``about`` is one paragraph of Markdown for the app.
+    it unless told which algorithms to calibrate. ``dynamic_lookahead``: :func:`hsd.generate`'s
+    ``draft_threshold`` applies to it (its drafting stops after a drafted token the drafter doubts); where it
+    does not, the threshold is ignored and advise calibrates no dynamic lookahead for it. ``about`` is one
+    paragraph of Markdown for the app.
     """
 
     name: str
@@ -52,6 +55,7 @@ class Algorithm:
     summed_extra: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
     advised: bool = True
+    dynamic_lookahead: bool = True
     about: str = ""
 
     @property

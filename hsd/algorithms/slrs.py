@@ -287,6 +287,7 @@ ALGORITHM = Algorithm(
     summed_extra=("psi_paths", "psi_forwards", "psi_evaluations", "psi_seconds", "psi_bottom", "psi_heavy",
                   "residual_draws"),
     options=("slrs_max_paths", "slrs_max_forwards"), advised=False,
+    dynamic_lookahead=False,  # its lookahead counts target positions, each drafted afresh: no threshold applies
     about="**SLRS** — string-level rejection sampling ([paper](https://arxiv.org/abs/2502.05202), Alg. 3): "
           "rejection sampling on the target token, where the proposal probability ψ(t) sums every drafter path "
           "that spells t. Accepts the most when sampling, but computing ψ costs many drafter forwards; this app "
