@@ -9,6 +9,18 @@
     python scripts/train_pair.py resume --role drafter-shared --work ~/.cache/hsd-train \
         --distill-from assets/tiny-code/target --distill-mix 0.4 --minutes 75
 
+``--unlikelihood FRAC`` (target only) makes that share of a segment's steps sequence-level unlikelihood steps
+(Welleck et al., ICLR 2020, "Neural Text Generation with Unlikelihood Training", section 5.2): the target
+continues corpus prefixes greedily and is trained to lower the probability of every token of a 4-gram it
+repeats, so that its greedy text stops looping; the other steps are the usual next-token loss. Such a
+segment is a fine-tune of trained weights, with a lower ``--peak-lr`` (e.g. 3e-4):
+
+    python scripts/train_pair.py resume --role target --work ~/.cache/hsd-train-ul --unlikelihood 0.5 \
+        --peak-lr 3e-4 --minutes 60
+    python scripts/train_pair.py export --role target --work ~/.cache/hsd-train-ul --out DIR --force
+
+(``--force``: its held-out loss is a little higher than the shipped weights', which export otherwise refuses.)
+
 ``drafter-shared`` has no shipped weights to start from: its first resume initialises the drafter's
 shape with the target's tokenizer (``FRESH``), and its first export writes ``assets/tiny-code/drafter-shared``.
 
@@ -57,6 +69,9 @@ HYPER = {  # per role: batch x seq windows and peak learning rate (train_pair.py
     "drafter-bytes": dict(batch=16, seq=512, lr=3e-3),
     "drafter-shared": dict(batch=32, seq=256, lr=3e-3),
 }
+#: sequence-level unlikelihood steps (``--unlikelihood``): prompts of ``prefix`` corpus tokens, ``continuation``
+#: greedy tokens each, ``batch`` prompts per step; tokens of a repeated ``n``-gram are penalised
+UNLIKELIHOOD = dict(batch=16, prefix=32, continuation=64, n=4)
 # Roles with no shipped weights to start from: a fresh model of another role's shape, with another
 # role's tokenizer (both read from the init folder's siblings, e.g. assets/tiny-code/drafter and
 # assets/tiny-code/target). ``drafter-shared`` is the drafter's shape with the *target's* tokenizer:
@@ -360,6 +375,46 @@ def pack_distill(work: Path, role: str, tok, source: Path, split: str) -> tuple[
 
 
 # ---------------------------------------------------------------------------------------------
+# Unlikelihood: greedy text that does not loop
+# ---------------------------------------------------------------------------------------------
+def repeated_ngram_mask(seq: list[int], n: int) -> list[bool]:
+    """True at every token of an ``n``-gram that already occurred earlier in ``seq`` (Welleck et al.'s
+    candidates for sequence-level unlikelihood: the tokens of each repeat)."""
+    mask, seen = [False] * len(seq), set()
+    for i in range(len(seq) - n + 1):
+        gram = tuple(seq[i:i + n])
+        if gram in seen:
+            mask[i:i + n] = [True] * n
+        seen.add(gram)
+    return mask
+
+
+def unlikelihood_loss(model, stream: torch.Tensor, gen: torch.Generator, device: str,
+                      spec: dict = UNLIKELIHOOD) -> tuple[torch.Tensor, float, int]:
+    """One sequence-level unlikelihood batch: greedy continuations of random corpus prefixes (drawn with
+    ``gen``), then ``-mean log(1 - p(token))`` over the tokens of repeated n-grams. Returns the loss, the
+    share of continuation tokens that were in a repeat, and the tokens the forward read."""
+    from train_pair import autocast_ctx
+
+    P, C = spec["prefix"], spec["continuation"]
+    starts = torch.randint(0, stream.numel() - P - 1, (spec["batch"],), generator=gen)
+    prompts = stream[starts[:, None] + torch.arange(P)[None, :]].to(device)
+    model.eval()
+    with torch.no_grad(), autocast_ctx(device):
+        full = model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=False, max_new_tokens=C,
+                              min_new_tokens=C, pad_token_id=model.config.eos_token_id or 0)
+    model.train()
+    cont = full[:, P:]
+    mask = torch.tensor([repeated_ngram_mask(row, spec["n"]) for row in cont.tolist()], dtype=torch.float32,
+                        device=device)
+    with autocast_ctx(device):
+        logits = model(input_ids=full[:, :-1]).logits
+    p = logits[:, P - 1:].float().softmax(-1).gather(-1, cont.unsqueeze(-1)).squeeze(-1)
+    loss = -(torch.log((1 - p).clamp(min=1e-5)) * mask).sum() / mask.sum().clamp(min=1)
+    return loss, float(mask.mean()), full[:, :-1].numel()
+
+
+# ---------------------------------------------------------------------------------------------
 # Resume
 # ---------------------------------------------------------------------------------------------
 def prepare_data(work: Path, role: str, tok) -> dict:
@@ -488,12 +543,21 @@ def resume(args) -> int:
                 raise SystemExit(f"no distillation texts in {source}: run `train_pair.py distill --target "
                                  f"{args.distill_from}` first")
             seg["distill"] = dict(source=source.name, target=str(args.distill_from), mix=args.distill_mix)
+        if args.unlikelihood:
+            if role != "target" or not 0 < args.unlikelihood <= 1:
+                raise SystemExit("--unlikelihood is the share (0 < FRAC <= 1) of a target segment's steps that are "
+                                 "unlikelihood steps; the drafters imitate the target instead")
+            seg["unlikelihood"] = dict(UNLIKELIHOOD, share=args.unlikelihood, steps=0, repeat_share=None)
+        if args.peak_lr:
+            seg["peak_lr"] = args.peak_lr
         state["segment"] = seg
-        log(f"new segment: {args.steps or 0} steps / {args.minutes or 0} min, warmup {args.warmup}, peak lr {hp['lr']}"
-            + (f", {args.distill_mix:.0%} of each batch from target text" if args.distill_from else ""))
+        log(f"new segment: {args.steps or 0} steps / {args.minutes or 0} min, warmup {args.warmup}, peak lr "
+            f"{seg.get('peak_lr', hp['lr'])}"
+            + (f", {args.distill_mix:.0%} of each batch from target text" if args.distill_from else "")
+            + (f", {args.unlikelihood:.0%} of the steps unlikelihood steps" if args.unlikelihood else ""))
     else:
         log(f"continuing the unfinished segment ({seg['steps_done']} steps, {seg['seconds_done'] / 60:.1f} min done)")
-    mix = seg.get("distill")
+    mix, ul = seg.get("distill"), seg.get("unlikelihood")
     n_dist = int(round(hp["batch"] * mix["mix"])) if mix else 0
     train = Windows(load_stream(work / "packed" / f"{role}-train.u16"), hp["seq"], hp["batch"] - n_dist, args.seed)
     if state["data"] is not None:
@@ -539,22 +603,30 @@ def resume(args) -> int:
     while not segment_finished(seg) and not stop.requested and not enough_for_now():
         now_steps += 1
         t_step = time.time()
-        lr = segment_lr(seg, hp["lr"])
+        lr = segment_lr(seg, seg.get("peak_lr", hp["lr"]))
         for group in opt.param_groups:
             group["lr"] = lr
-        x = train.next_batch()
-        if dist is not None:
-            x = torch.cat([dist.next_batch(), x])
-        x = x.to(device)
-        with autocast_ctx(device):
-            logits = model(input_ids=x[:, :-1]).logits
-        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
+        # an unlikelihood step or not, and its prompts, follow from the step number: a resumed run does the same
+        gen = torch.Generator().manual_seed(args.seed * 1_000_003 + state["totals"]["steps"])
+        if ul and float(torch.rand(1, generator=gen)) < ul["share"]:
+            loss, repeats, n = unlikelihood_loss(model, train.stream, gen, device, ul)
+            ul["steps"] += 1
+            ul["repeat_share"] = repeats if ul["repeat_share"] is None else 0.9 * ul["repeat_share"] + 0.1 * repeats
+        else:
+            x = train.next_batch()
+            if dist is not None:
+                x = torch.cat([dist.next_batch(), x])
+            x = x.to(device)
+            with autocast_ctx(device):
+                logits = model(input_ids=x[:, :-1]).logits
+            loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
+                                                     x[:, 1:].reshape(-1))
+            n = x[:, 1:].numel()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         dt = time.time() - t_step
-        n = x[:, 1:].numel()
         seg["steps_done"] += 1
         seg["seconds_done"] += dt
         seg["tokens_done"] += n
@@ -567,7 +639,9 @@ def resume(args) -> int:
         if now - last_print > 60:
             log(f"{role}: step {state['totals']['steps']} loss {lv:.3f} (ema {ema:.3f}) lr {lr:.2e} "
                 f"{seg['tokens_done'] / max(seg['seconds_done'], 1e-9):.0f} tok/s; segment "
-                f"{seg['seconds_done'] / 60:.1f} min; total {state['totals']['tokens']:,} tokens")
+                f"{seg['seconds_done'] / 60:.1f} min; total {state['totals']['tokens']:,} tokens"
+                + (f"; {ul['steps']} unlikelihood steps, repeated-4-gram share of greedy text "
+                   f"{ul['repeat_share']:.3f}" if ul and ul["repeat_share"] is not None else ""))
             last_print = now
         if now - last_eval > args.eval_minutes * 60:
             ev = heldout_loss(model, held, None, hp["seq"], device, bf16=True, max_windows=64)
@@ -739,6 +813,11 @@ def main(argv=None) -> int:
     ap.add_argument("--distill-from", default=None, metavar="TARGET_DIR",
                     help="resume (drafters): mix the texts `distill` generated with this target into each batch; "
                          "export (drafters): score on that target's held-out continuations")
+    ap.add_argument("--unlikelihood", type=float, default=None, metavar="FRAC",
+                    help="resume (target): share of a new segment's steps that are sequence-level unlikelihood "
+                         "steps against repeated 4-grams in greedy text")
+    ap.add_argument("--peak-lr", type=float, default=None, help="resume: a new segment's peak learning rate "
+                    "(default: the role's)")
     ap.add_argument("--distill-mix", type=float, default=0.5, help="share of each drafter batch from target text")
     ap.add_argument("--target", default=None, help="distill: the target whose continuations to write")
     ap.add_argument("--samples", type=int, default=None, help="distill: stop after this many new continuations")

@@ -316,3 +316,59 @@ def test_the_shared_vocabulary_drafter_starts_fresh_with_the_targets_tokenizer_a
     assert tok.get_vocab() == t_tok.get_vocab() and model.config.vocab_size == len(t_tok)
     card = (shared / "README.md").read_text()
     assert "the target's own byte-level BPE tokenizer" in card and "the untrained initial weights" in card
+
+
+def test_repeated_ngram_mask_marks_every_token_of_each_repeat_and_nothing_else():
+    assert resumable.repeated_ngram_mask([1, 2, 3, 4, 5, 6], 2) == [False] * 6
+    assert resumable.repeated_ngram_mask([1, 2, 1, 2, 1], 2) == [False, False, True, True, True]
+    assert resumable.repeated_ngram_mask([7, 7, 7, 7, 7], 4) == [False, True, True, True, True]
+    assert resumable.repeated_ngram_mask([1, 2, 3], 4) == [False, False, False]
+
+
+def test_unlikelihood_lowers_the_probability_of_a_repeated_greedy_token(work):
+    """One optimizer step on the unlikelihood loss alone lowers p(token) at the penalised positions."""
+    from transformers import AutoModelForCausalLM
+
+    work_dir, init = work
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(init)
+    stream = torch.arange(200) % 7
+    spec = dict(resumable.UNLIKELIHOOD, batch=4, prefix=8, continuation=16, n=1)  # n=1: any repeated token
+
+    def loss():
+        return resumable.unlikelihood_loss(model, stream, torch.Generator().manual_seed(3), "cpu", spec)
+
+    before, share, tokens = loss()
+    assert share > 0 and tokens == 4 * (8 + 16 - 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    opt.zero_grad()
+    before.backward()
+    opt.step()
+    with torch.no_grad():
+        after = loss()[0]
+    assert after < before
+
+
+def test_an_unlikelihood_segment_resumes_exactly_and_is_recorded(work, tmp_path):
+    work_dir, init = work
+    other = tmp_path / "work2"
+    import shutil
+
+    shutil.copytree(work_dir, other)
+    args = ("--steps", "4", "--unlikelihood", "0.5", "--peak-lr", "1e-3")
+    assert _resume(work_dir, init, *args) == 0
+    assert _resume(other, init, *args, "--for-steps", "2") == 0
+    assert _resume(other, init) == 0
+    a, b = _checkpoint(work_dir), _checkpoint(other)
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    seg = a["segments"][-1]
+    assert seg["peak_lr"] == 1e-3 and seg["unlikelihood"]["share"] == 0.5
+    assert seg["unlikelihood"]["steps"] == b["segments"][-1]["unlikelihood"]["steps"]
+    assert a["data"] == b["data"]
+
+
+def test_unlikelihood_is_refused_for_a_drafter_and_out_of_range(distill_work, work):
+    work_dir, init = work
+    with pytest.raises(SystemExit, match="unlikelihood"):
+        _resume(work_dir, init, "--steps", "1", "--unlikelihood", "1.5")
