@@ -205,7 +205,28 @@ def table(rows, machine: str, args) -> str:
         goal = f"≥ {r['goal']}×" if r["goal"] else "—"
         lines.append(f"| {r['preset']} | {r['algorithm']} | {r['temperature']} | {r['lookahead']} | {r['ar_tps']:.1f} | {r['tps']:.1f} | "
                      f"**{r['speedup']:.2f}×** | {goal} | {r['tau']:.2f} | {r['acceptance']:.1%} |")
+    missed = missed_lines(rows)
+    if missed:
+        lines += ["", "Goals missed, in numbers (the i.i.d. model with the forward costs above; the engine's own work per "
+                  "round comes on top; what would close them: hsd's `docs/embedded-pair.md`):", ""] + missed
     return "\n".join(lines)
+
+
+def missed_lines(rows) -> list[str]:
+    """One Markdown bullet per missed speed goal: by how much, its τ and acceptance against what the goal needs,
+    the drafter's cost ratio and the ceiling at acceptance 1 (rows measured with ``--costs``)."""
+    out = []
+    for r in rows:
+        req = r.get("requirement")
+        if not r.get("goal") or r["speedup"] >= r["goal"] or not req:
+            continue
+        need = ("no acceptance reaches it" if req["needed_acceptance"] is None else
+                f"needs {req['needed_acceptance']:.2f} accepted per verified proposal, has "
+                f"{r['verified_acceptance']:.2f}")
+        out.append(f"- {r['preset']} {r['algorithm']} at T={r['temperature']}: **{r['speedup']:.2f}×** against "
+                   f"{r['goal']}× ({1 - r['speedup'] / r['goal']:.0%} short); τ {r['tau']:.2f}; {need}; drafter cost "
+                   f"ratio c = {req.get('cost_ratio', float('nan')):.3f}; ceiling at acceptance 1: {req['ceiling']:.2f}×.")
+    return out
 
 
 def main(argv=None) -> int:
@@ -320,6 +341,7 @@ def main(argv=None) -> int:
             if row["goal"]:
                 row["requirement"] = requirement(row["goal"], c["draft_ms"] / step, v, per_draft)
                 r = row["requirement"]
+                r["cost_ratio"] = c["draft_ms"] / step
                 need = ("unreachable at any acceptance" if r["needed_acceptance"] is None else
                         f"needs acceptance >= {r['needed_acceptance']:.2f} per proposal (at {r['needed_at_k']} proposals)")
                 print(f"  {row['preset']} {row['algorithm']} T={row['temperature']}: goal {row['goal']}x {need}; "

@@ -28,3 +28,17 @@ def test_costly_drafting_lowers_the_ceiling_and_can_make_a_goal_unreachable():
 def test_distinct_4gram_share():
     assert pair_goals.distinct_4gram_share([1, 2, 3, 4, 5]) == 1.0
     assert pair_goals.distinct_4gram_share([7] * 10) == pytest.approx(1 / 7)
+
+
+def test_missed_goals_are_explained_in_numbers_and_met_ones_are_not():
+    req = dict(needed_acceptance=0.5, ceiling=3.0, cost_ratio=0.08, needed_at_k=3, ceiling_k=12)
+    rows = [dict(preset="p", algorithm="slem", temperature=0.0, goal=2.0, speedup=2.1, tau=5.0,
+                 verified_acceptance=0.9, requirement=req),
+            dict(preset="p", algorithm="tli", temperature=1.0, goal=1.0, speedup=0.9, tau=1.4,
+                 verified_acceptance=0.4, requirement=req),
+            dict(preset="p", algorithm="tli", temperature=0.0, goal=None, speedup=0.5, tau=1.0,
+                 verified_acceptance=0.4)]
+    lines = pair_goals.missed_lines(rows)
+    assert len(lines) == 1
+    assert "tli at T=1.0: **0.90×** against 1.0× (10% short)" in lines[0]
+    assert "needs 0.50 accepted per verified proposal, has 0.40" in lines[0] and "c = 0.080" in lines[0]
