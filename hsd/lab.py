@@ -43,8 +43,11 @@ BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
 #: end at the end of a line: the target's BPE merges a newline with the next line's indentation, so a prompt
 #: ending in a bare newline means "unindented line or end of file" to it (docs/embedded-pair.md). On the embedded
 #: pair sampling does not pay: a classroom sees that too.
+#: A label longer than :data:`EXAMPLE_LABEL_MAX` characters is cut by Gradio 6's example cell (its Example
+#: components end a longer string with "...").
+EXAMPLE_LABEL_MAX = 60
 EXAMPLES = [
-    ("slem · T=0 · k≤12, stop below 0.5 · 96 tokens: def fibonacci(n):", EMBEDDED, "def fibonacci(n):", "slem", 0,
+    ("slem · T=0 · k≤12, stop < 0.5 · 96 tokens: def fibonacci(n):", EMBEDDED, "def fibonacci(n):", "slem", 0,
      12, 96, None, 0.5),
     ("slem · T=0 · k=5 · 96 tokens: class Stack:", EMBEDDED, "class Stack:\n    def __init__(self):", "slem", 0, 5,
      96),

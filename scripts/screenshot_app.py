@@ -45,7 +45,7 @@ def main() -> int:
             browser = pw.chromium.launch(executable_path=args.chromium, args=FLAGS)
             page = browser.new_page(viewport={"width": 1500, "height": 1000}, device_scale_factor=1)
             page.goto(url)
-            page.get_by_text("def fibonacci(n):").first.click()  # the first (default) example
+            page.get_by_text(app.EXAMPLES[0][0]).first.click()  # the first (default) example
             for label, value in (("Target (Hub id or local directory)", args.target),
                                  ("Drafter (empty: AR only)", args.drafter)):
                 if value:

@@ -225,6 +225,13 @@ def test_examples_use_only_algorithms_their_pair_runs():
             assert algorithm in app.hsd.usable_algorithms(pair), label
 
 
+def test_example_labels_fit_gradios_example_cell_uncut():
+    from hsd.lab import EXAMPLE_LABEL_MAX
+
+    for label, *_ in app.EXAMPLES:
+        assert len(label) <= EXAMPLE_LABEL_MAX, label
+
+
 @pytest.mark.parametrize("change,message", [
     (dict(max_new_tokens=600), "room for at most"),  # the tiny target's context is 512
     (dict(temperature=5), "temperature must be in 0..2"),
