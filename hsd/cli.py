@@ -203,6 +203,9 @@ def _bench_parsers(sub) -> None:
     a.add_argument("--algorithms", nargs="+", help="default: every drafting algorithm that applies, but SLRS")
     a.add_argument("--temperature", type=float, default=0.0)
     a.add_argument("--max-new-tokens", type=int, default=128, help="tokens per calibration prompt (as in the bench)")
+    a.add_argument("--drafter-temperature", type=float, default=None,
+                   help="the drafter's temperature in every calibration (default: --temperature); 0, a greedy "
+                        "drafter, often pays for SLEM when sampling")
     a.add_argument("--draft-thresholds", nargs="*", type=float, metavar="θ",
                    help="also calibrate a dynamic lookahead per θ: lookahead 12, a draft ended after a token the "
                         "drafter gives below θ (generate's --draft-threshold); each in (0, 1); default 0.5 0.7; "
@@ -223,6 +226,11 @@ def check_bench_args(args) -> list[str]:
                                       f"{', '.join(ALGORITHMS)}.")
     for t in getattr(args, "temperatures", None) or [args.temperature]:
         Sampling(t)
+    if getattr(args, "drafter_temperature", None) is not None:
+        try:
+            Sampling(args.drafter_temperature)
+        except InvalidSettingError as exc:
+            raise InvalidSettingError(f"--drafter-temperature: {exc}") from None
     _check_int("--max-new-tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
     if hasattr(args, "lookahead"):
         _check_int("--lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
@@ -293,7 +301,8 @@ def cmd_advise(args) -> int:
     prompts = check_bench_args(args)
     pair = load_cli_pair(args, hint=" (or --preset)")
     advice = advise(pair, prompts, temperature=args.temperature, algorithms=args.algorithms,
-                    max_new_tokens=args.max_new_tokens, seed=args.seed, draft_thresholds=thresholds)
+                    max_new_tokens=args.max_new_tokens, seed=args.seed, draft_thresholds=thresholds,
+                    drafter_temperature=args.drafter_temperature)
     print(format_advice(advice))
     if args.json:
         return write_output(args.json, json.dumps({**advice, "pair": pair.provenance()}, indent=1, default=str))

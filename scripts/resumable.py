@@ -547,7 +547,9 @@ def resume(args) -> int:
             if role != "target" or not 0 < args.unlikelihood <= 1:
                 raise SystemExit("--unlikelihood is the share (0 < FRAC <= 1) of a target segment's steps that are "
                                  "unlikelihood steps; the drafters imitate the target instead")
-            seg["unlikelihood"] = dict(UNLIKELIHOOD, share=args.unlikelihood, steps=0, repeat_share=None)
+            spec = dict(UNLIKELIHOOD, **{k: v for k, v in (("prefix", args.unlikelihood_prefix),
+                                                           ("continuation", args.unlikelihood_tokens)) if v})
+            seg["unlikelihood"] = dict(spec, share=args.unlikelihood, steps=0, repeat_share=None)
         if args.peak_lr:
             seg["peak_lr"] = args.peak_lr
         state["segment"] = seg
@@ -816,6 +818,12 @@ def main(argv=None) -> int:
     ap.add_argument("--unlikelihood", type=float, default=None, metavar="FRAC",
                     help="resume (target): share of a new segment's steps that are sequence-level unlikelihood "
                          "steps against repeated 4-grams in greedy text")
+    ap.add_argument("--unlikelihood-tokens", type=int, default=None, metavar="N",
+                    help=f"resume (target): greedy tokens per unlikelihood continuation (default "
+                         f"{UNLIKELIHOOD['continuation']}; pair_goals.py judges 96)")
+    ap.add_argument("--unlikelihood-prefix", type=int, default=None, metavar="N",
+                    help=f"resume (target): corpus tokens before each unlikelihood continuation (default "
+                         f"{UNLIKELIHOOD['prefix']})")
     ap.add_argument("--peak-lr", type=float, default=None, help="resume: a new segment's peak learning rate "
                     "(default: the role's)")
     ap.add_argument("--distill-mix", type=float, default=0.5, help="share of each drafter batch from target text")

@@ -202,3 +202,17 @@ def test_advise_command_line_prints_and_writes_the_dynamic_lookahead(model_dirs,
     advice = json.loads(out.read_text())
     assert advice["draft_thresholds"] == [0.6] and "draft_threshold" in advice["recommendation"]
     assert [p["draft_threshold"] for p in advice["predictions"] if p["draft_threshold"]] == [0.6]
+
+
+def test_advise_command_line_takes_the_drafter_temperature(model_dirs, tmp_path, capsys):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(PROMPTS[0] + "\n")
+    common = ["advise", "--target", model_dirs["target"], "--drafter", model_dirs["drafter"], "--device", "cpu",
+              "--prompts", str(prompts), "--num-prompts", "1", "--max-new-tokens", "6", "--algorithms", "slem",
+              "--draft-thresholds", "--temperature", "0.7"]
+    assert main([*common, "--drafter-temperature", "-1"]) == 2  # refused before a model loads
+    assert "--drafter-temperature" in capsys.readouterr().err
+    out = tmp_path / "advice.json"
+    assert main([*common, "--drafter-temperature", "0", "--json", str(out)]) == 0
+    advice = json.loads(out.read_text())
+    assert advice["temperature"] == 0.7 and advice["drafter_temperature"] == 0.0
