@@ -65,6 +65,22 @@ def distill_lines(segments: list[dict]) -> list[str]:
     return ["Distillation: the drafter learns to write what the target writes.", "", *lines, ""] if lines else []
 
 
+def finetune_lines(segments: list[dict], blends: list[dict]) -> list[str]:
+    """The target's unlikelihood segments and weight blends, if any: why its greedy text loops less."""
+    lines = [f"- Segment of {s['started'][:16]}: {s['unlikelihood']['share']:.0%} of {s['steps_done']:,} steps were "
+             f"sequence-level unlikelihood steps (Welleck et al., 2020) on {s['unlikelihood']['continuation']} greedy "
+             f"tokens after {s['unlikelihood']['prefix']} corpus tokens, penalising every token of a repeated "
+             f"{s['unlikelihood']['n']}-gram; peak learning rate {s.get('peak_lr')}; held-out bits/char at its end "
+             f"{_bpc(s.get('heldout'))}" for s in segments if s.get("unlikelihood")]
+    lines += [f"- Blend of {b['finished'][:16]} (`train_pair.py blend`, weight interpolation as in WiSE-FT): "
+              f"{1 - b['share']:.0%} of the checkpoint's weights, {b['share']:.0%} of `{b['other']}`; held-out "
+              f"bits/char {_bpc(b.get('heldout'))}" for b in blends]
+    if not lines:
+        return []
+    return ["Fine-tuning against loops: the greedy text of a target trained on next-token loss alone repeats "
+            "itself; these steps trade a little held-out loss for text that does not.", "", *lines, ""]
+
+
 def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> None:
     m, totals, man = rec, rec["totals"], rec["manifest"]
     n_pkgs = len(man["packages"])
@@ -119,6 +135,7 @@ def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> Non
           if "target_text_nats_per_token" in m["heldout"] else []),
         "",
         *distill_lines(m.get("segments", [])),
+        *finetune_lines(m.get("segments", []), m.get("blends") or []),
         "## Sample completions (greedy)", "",
     ]
     for s in m["samples"]:

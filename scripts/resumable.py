@@ -21,6 +21,15 @@ segment is a fine-tune of trained weights, with a lower ``--peak-lr`` (e.g. 3e-4
 
 (``--force``: its held-out loss is a little higher than the shipped weights', which export otherwise refuses.)
 
+``blend`` then trades the fine-tune's effect against its cost by weight interpolation (WiSE-FT): a 30-minute
+unlikelihood segment at share 0.75 that loops little but lost held-out loss, moved 70% of the way back to the
+checkpoint it continued from (copied aside before that segment):
+
+    cp ~/.cache/hsd-train-ul/ckpt/target.pt ~/before-ul75.pt
+    python scripts/train_pair.py resume --role target --work ~/.cache/hsd-train-ul --unlikelihood 0.75 \
+        --unlikelihood-tokens 96 --unlikelihood-prefix 64 --peak-lr 2e-4 --warmup 20 --minutes 30
+    python scripts/train_pair.py blend --role target --work ~/.cache/hsd-train-ul --with ~/before-ul75.pt --share 0.7
+
 ``drafter-shared`` has no shipped weights to start from: its first resume initialises the drafter's
 shape with the target's tokenizer (``FRESH``), and its first export writes ``assets/tiny-code/drafter-shared``.
 
@@ -759,7 +768,8 @@ def export(args) -> int:
     save_model_dir(model, tok, out_dir)
     model, _ = load_init(out_dir)
     samples = sample_completions(model.eval(), tok, args.sample_tokens)
-    record = dict(role=role, totals=state["totals"], segments=state["segments"], hyper=state["hyper"],
+    record = dict(role=role, totals=state["totals"], segments=state["segments"], blends=state.get("blends", []),
+                  hyper=state["hyper"],
                   heldout=new, heldout_stdlib=stdlib_eval, heldout_stdlib_files=stdlib["files"],
                   previous_heldout=old, previous_label="the untrained initial weights" if first_export else None,
                   manifest=data["manifest"], samples=samples, grown=grown,
@@ -775,6 +785,64 @@ def export(args) -> int:
     (Path(args.out) / "corpus.json").write_text(json.dumps(manifest, indent=1) + "\n")
     log(f"wrote {out_dir} (held-out {new['bits_per_char']} bits/char, stdlib held-out "
         f"{stdlib_eval.get('bits_per_char')}), its model card, train_log.json and corpus.json")
+    return 0
+
+
+def blend(args) -> int:
+    """Move the checkpoint's weights a share of the way toward another checkpoint of the same model.
+
+    Weight interpolation between a fine-tuned model and the weights it was fine-tuned from (WiSE-FT, Wortsman
+    et al., CVPR 2022) trades the fine-tune's effect against what it cost: here, how much less the target's
+    greedy text loops (an unlikelihood segment) against how much its held-out loss rose. The result is scored on
+    the whole held-out split (cached for ``export``), recorded in the totals' sessions, and the optimizer state
+    is dropped (its moments belong to neither end); a later ``resume`` starts a new segment from the blend."""
+    from train_pair import round_to_fp16_
+
+    work, role = Path(args.work).expanduser(), args.role
+    ckpt_path = work / "ckpt" / f"{role}.pt"
+    other_path = Path(args.blend_with).expanduser()
+    for path in (ckpt_path, other_path):
+        if not path.is_file():
+            raise SystemExit(f"no checkpoint at {path}: blend mixes two `resume` checkpoints (ckpt/{role}.pt)")
+    if args.share is None or not 0 < args.share < 1:
+        raise SystemExit("--share is the weight (0 < S < 1) of the --with checkpoint in the blend: 0.3 keeps 70% "
+                         "of this checkpoint's weights")
+    torch.set_num_threads(args.threads)
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    other = torch.load(other_path, map_location="cpu", weights_only=False)
+    if not segment_finished(state["segment"]):
+        raise SystemExit(f"{ckpt_path} has an unfinished segment: finish it with `resume` before blending")
+    mine, theirs = state["model"], other["model"]
+    if mine.keys() != theirs.keys() or any(mine[k].shape != theirs[k].shape for k in mine):
+        raise SystemExit(f"{other_path} is not a checkpoint of the same model shape as {ckpt_path}")
+    share = args.share
+    state["model"] = {k: mine[k] * (1 - share) + theirs[k] * share if mine[k].is_floating_point() else mine[k]
+                      for k in mine}
+    state["optimizer"] = None
+    # compute the other checkpoint trained on its own (sessions this one has not): added to the totals
+    def key(s):
+        return tuple(s.get(k) for k in ("command", "finished", "steps", "tokens", "seconds"))
+
+    seen = {key(s) for s in state["totals"]["sessions"]}
+    extra = [dict(s, what=f"{s.get('what')} (blended in)") for s in other["totals"]["sessions"] if key(s) not in seen]
+    for s in extra:
+        state["totals"]["tokens"] += s.get("tokens", 0)
+        state["totals"]["seconds"] += s.get("seconds", 0)
+        state["totals"]["steps"] += s.get("steps", 0)
+    tok = load_init(Path(args.init or ROOT / "assets" / "tiny-code" / role), role)[1]
+    data = prepare_data(work, role, tok)
+    model, _ = checkpoint_model(state, Path(args.out) / role, role)
+    round_to_fp16_(model)
+    ev = cached_heldout(work, role, model, load_stream(work / "packed" / f"{role}-heldout.u16"),
+                        data["heldout"]["chars"], state["hyper"]["seq"])
+    finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    record = dict(what=f"blend: {1 - share:.0%} these weights, {share:.0%} {other_path}", steps=0, tokens=0,
+                  seconds=0.0, command="python " + " ".join(sys.argv), finished=finished, heldout=ev,
+                  share=share, other=str(other_path), other_tokens=other["totals"]["tokens"])
+    state["totals"]["sessions"] += [*extra, record]
+    state.setdefault("blends", []).append(record)
+    save_checkpoint(ckpt_path, state)
+    log(f"{role}: blended {share:.0%} of {other_path} into {ckpt_path}; held-out {ev}")
     return 0
 
 
@@ -826,6 +894,9 @@ def main(argv=None) -> int:
                          f"{UNLIKELIHOOD['prefix']})")
     ap.add_argument("--peak-lr", type=float, default=None, help="resume: a new segment's peak learning rate "
                     "(default: the role's)")
+    ap.add_argument("--with", dest="blend_with", default=None, metavar="CKPT",
+                    help="blend: the other checkpoint (e.g. WORK0/ckpt/target.pt, before an unlikelihood segment)")
+    ap.add_argument("--share", type=float, default=None, help="blend: the weight of --with's weights (0 < S < 1)")
     ap.add_argument("--distill-mix", type=float, default=0.5, help="share of each drafter batch from target text")
     ap.add_argument("--target", default=None, help="distill: the target whose continuations to write")
     ap.add_argument("--samples", type=int, default=None, help="distill: stop after this many new continuations")
@@ -835,9 +906,9 @@ def main(argv=None) -> int:
                     "(the rest sample at temperature 1)")
     ap.add_argument("--heldout-samples", type=int, default=128, help="distill: greedy held-out continuations")
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv.pop(0) if argv and argv[0] in ("resume", "export", "distill") else "resume"
+    command = argv.pop(0) if argv and argv[0] in ("resume", "export", "distill", "blend") else "resume"
     args = ap.parse_args(argv)
-    return dict(resume=resume, export=export, distill=distill)[command](args)
+    return dict(resume=resume, export=export, distill=distill, blend=blend)[command](args)
 
 
 if __name__ == "__main__":

@@ -1009,7 +1009,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in ("resume", "export", "distill"):
+    if len(sys.argv) > 1 and sys.argv[1] in ("resume", "export", "distill", "blend"):
         import resumable
 
         sys.exit(resumable.main(sys.argv[1:]))

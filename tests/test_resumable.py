@@ -372,3 +372,55 @@ def test_unlikelihood_is_refused_for_a_drafter_and_out_of_range(distill_work, wo
     work_dir, init = work
     with pytest.raises(SystemExit, match="unlikelihood"):
         _resume(work_dir, init, "--steps", "1", "--unlikelihood", "1.5")
+
+
+def test_blend_interpolates_two_checkpoints_records_it_and_training_resumes(work, tmp_path):
+    work_dir, init = work
+    assert _resume(work_dir, init, "--steps", "2") == 0
+    before = tmp_path / "before.pt"
+    import shutil
+
+    shutil.copy(work_dir / "ckpt" / "target.pt", before)
+    assert _resume(work_dir, init, "--steps", "2", "--unlikelihood", "0.5", "--peak-lr", "1e-3") == 0
+    after = _checkpoint(work_dir)
+    first = torch.load(before, map_location="cpu", weights_only=False)
+    args = ["blend", "--work", str(work_dir), "--init", str(init), "--out", str(init.parent), "--threads", "1",
+            "--with", str(before)]
+    assert resumable.main([*args, "--share", "0.25"]) == 0
+    blended = _checkpoint(work_dir)
+    for key, value in blended["model"].items():
+        assert torch.allclose(value, 0.75 * after["model"][key] + 0.25 * first["model"][key]), key
+    assert blended["optimizer"] is None
+    # the other checkpoint is this one's ancestor: no compute is counted twice
+    assert blended["totals"]["tokens"] == after["totals"]["tokens"]
+    last = blended["totals"]["sessions"][-1]
+    assert last["what"].startswith("blend: 75% these weights, 25% ") and last["heldout"]["bits_per_char"] > 0
+    assert blended["blends"][-1]["share"] == 0.25
+    assert resumable.main(["export", "--work", str(work_dir), "--out", str(init.parent), "--force",
+                           "--sample-tokens", "4", "--threads", "1"]) == 0
+    card = (init / "README.md").read_text()
+    assert "50% of 2 steps were sequence-level unlikelihood steps" in card
+    assert "75% of the checkpoint's weights, 25% of" in card
+    assert _resume(work_dir, init, "--steps", "1") == 0  # a fresh optimizer, the blend as the start
+    assert _checkpoint(work_dir)["totals"]["steps"] == 5
+    with pytest.raises(SystemExit, match="--share"):
+        resumable.main([*args, "--share", "1.5"])
+    with pytest.raises(SystemExit, match="no checkpoint"):
+        resumable.main([*args[:-1], str(tmp_path / "missing.pt"), "--share", "0.5"])
+
+
+def test_blend_counts_the_compute_of_a_checkpoint_trained_apart(work, tmp_path):
+    work_dir, init = work
+    import shutil
+
+    other = tmp_path / "apart"
+    shutil.copytree(work_dir, other)
+    assert _resume(work_dir, init, "--steps", "2") == 0
+    assert _resume(other, init, "--steps", "3", "--seed", "7") == 0
+    mine, theirs = _checkpoint(work_dir), _checkpoint(other)
+    assert resumable.main(["blend", "--work", str(work_dir), "--init", str(init), "--out", str(init.parent),
+                           "--threads", "1", "--with", str(other / "ckpt" / "target.pt"), "--share", "0.5"]) == 0
+    blended = _checkpoint(work_dir)
+    assert blended["totals"]["steps"] == mine["totals"]["steps"] + theirs["totals"]["steps"] == 5
+    assert [s["what"].split(":")[0] for s in blended["totals"]["sessions"]] == [
+        "resume segment", "resume segment (blended in)", "blend"]
