@@ -86,10 +86,14 @@ EXCLUDED_DIRS = {
     "turtledemo", "ensurepip", "idle_test", "__phello__",
 }
 
+#: The model cards' greedy samples. Each prompt ends at the end of a line, not after its newline: the target's
+#: byte-level BPE merges a newline with the next line's indentation ("\n    " is one token), so a prompt ending in
+#: a bare "\n" tells it the next line is unindented, and a function body starts at column 0 (hsd/lab.py's examples
+#: follow the same rule).
 SAMPLE_PROMPTS = [
-    "def fibonacci(n):\n",
-    "import os\nimport sys\n\n\ndef main(argv):\n",
-    "class Stack:\n    \"\"\"A simple LIFO stack.\"\"\"\n\n    def __init__(self):\n",
+    "def fibonacci(n):",
+    "import os\nimport sys\n\n\ndef main(argv):",
+    "class Stack:\n    \"\"\"A simple LIFO stack.\"\"\"\n\n    def __init__(self):",
 ]
 
 # Drafter pre-tokenizer (applied after spaces became "▁"): words keep their leading "▁";
