@@ -162,12 +162,13 @@ def speed(pair, algorithm, temperature, prompts, args, lookahead, drafter_t=None
                 verified_acceptance=statistics.mean(verified))
 
 
-def bits_per_char(work: Path) -> dict | None:
+def bits_per_char(work: Path, target: Path) -> dict | None:
+    """Held-out bits/char of the target in ``target`` (the one whose speed is measured, not always the shipped)."""
     import resumable
 
     if not (work / "packed" / "target-heldout.u16").is_file():
         return None
-    model, tok = resumable.load_init(ROOT / "assets" / "tiny-code" / "target")
+    model, tok = resumable.load_init(Path(target))
     data = resumable.prepare_data(work, "target", tok)
     held = resumable.load_stream(work / "packed" / "target-heldout.u16")
     return resumable.cached_heldout(work, "target", model.eval(), held, data["heldout"]["chars"], 256)
@@ -278,12 +279,13 @@ def main(argv=None) -> int:
                  f"--prompts at most {len(every) - CALIBRATION}")
     prompts, calibration = every[:args.prompts], every[-CALIBRATION:]
     out = {}
-    if not args.skip_bpc:
-        out["bpc"] = bits_per_char(Path(args.work).expanduser())
-        bpc = out["bpc"] and out["bpc"]["bits_per_char"]
-        print(f"held-out bits/char: {bpc if bpc is not None else 'n/a (no packed held-out in --work)'}  (goal <= 1.0)")
     folder = Path(args.pair)
     target = args.target or folder / "target"
+    if not args.skip_bpc:
+        out["bpc"] = bits_per_char(Path(args.work).expanduser(), target)
+        bpc = out["bpc"] and out["bpc"]["bits_per_char"]
+        print(f"held-out bits/char of {target}: {bpc if bpc is not None else 'n/a (no packed held-out in --work)'}"
+              "  (goal <= 1.0)")
     drafters = {"tiny-code": args.drafter or folder / "drafter",
                 "tiny-code-bytes": args.drafter_bytes or folder / "drafter-bytes"}
     names = {f"{g[1]}@{g[2]:g}" for g in SPEED}

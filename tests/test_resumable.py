@@ -424,3 +424,20 @@ def test_blend_counts_the_compute_of_a_checkpoint_trained_apart(work, tmp_path):
     assert blended["totals"]["steps"] == mine["totals"]["steps"] + theirs["totals"]["steps"] == 5
     assert [s["what"].split(":")[0] for s in blended["totals"]["sessions"]] == [
         "resume segment", "resume segment (blended in)", "blend"]
+
+
+def test_pair_goals_scores_the_bits_per_char_of_the_target_it_is_given(work, tmp_path):
+    """A candidate's bits/char, not the shipped target's (benchmarks/pair_goals.py once ignored --pair here)."""
+    from builders import bytelevel_tokenizer, tiny_llama
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import pair_goals
+
+    work_dir, init = work
+    other = tmp_path / "other" / "target"
+    tiny_llama(bytelevel_tokenizer(), 1, layers=1).save_pretrained(other)
+    bytelevel_tokenizer().save_pretrained(other)
+    assert pair_goals.bits_per_char(work_dir, init) is None  # nothing packed yet: n/a, not an error
+    resumable.prepare_data(work_dir, "target", bytelevel_tokenizer())
+    a, b = pair_goals.bits_per_char(work_dir, init), pair_goals.bits_per_char(work_dir, other)
+    assert a["bits_per_char"] > 0 and b["bits_per_char"] > 0 and a["bits_per_char"] != b["bits_per_char"]
