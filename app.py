@@ -400,7 +400,7 @@ def build() -> gr.Blocks:
                     device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="device")
                     dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="dtype")
             with gr.Column(scale=3):
-                prompt = gr.Textbox("def fibonacci(n):", lines=4, label="Prompt")
+                prompt = gr.Textbox(EXAMPLES[0][2], lines=4, label="Prompt")  # the first example's
                 with gr.Row():
                     run_btn = gr.Button("Run", variant="primary")
                     compare_btn = gr.Button("Compare all algorithms")
