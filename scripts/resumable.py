@@ -800,6 +800,8 @@ def blend(args) -> int:
 
     work, role = Path(args.work).expanduser(), args.role
     ckpt_path = work / "ckpt" / f"{role}.pt"
+    if not args.blend_with:
+        raise SystemExit("blend needs --with CKPT: the other checkpoint of the same model to move toward")
     other_path = Path(args.blend_with).expanduser()
     for path in (ckpt_path, other_path):
         if not path.is_file():

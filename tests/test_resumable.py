@@ -407,6 +407,8 @@ def test_blend_interpolates_two_checkpoints_records_it_and_training_resumes(work
         resumable.main([*args, "--share", "1.5"])
     with pytest.raises(SystemExit, match="no checkpoint"):
         resumable.main([*args[:-1], str(tmp_path / "missing.pt"), "--share", "0.5"])
+    with pytest.raises(SystemExit, match="--with"):
+        resumable.main([*args[:-2], "--share", "0.5"])
 
 
 def test_blend_counts_the_compute_of_a_checkpoint_trained_apart(work, tmp_path):
