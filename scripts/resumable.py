@@ -343,10 +343,10 @@ def _machine() -> dict:
 @torch.no_grad()
 def _generate(model, tok, docs, n, batch, new_tokens, device, rng, greedy: bool, lengths) -> tuple[list[dict], int]:
     """``n`` continuations of prompts cut from ``docs`` (one prompt length per generate call)."""
-    from train_pair import make_prompts
+    from train_pair import make_prompts_batched
 
     eos = tok.eos_token_id
-    prompts = make_prompts(docs, tok, n, lengths, rng)
+    prompts = make_prompts_batched(docs, tok, n, lengths, rng)
     by_len: dict[int, list] = {}
     for L, ids in prompts:
         by_len.setdefault(L, []).append(ids)
@@ -561,16 +561,19 @@ def resume(args) -> int:
             seg["unlikelihood"] = dict(spec, share=args.unlikelihood, steps=0, repeat_share=None)
         if args.peak_lr:
             seg["peak_lr"] = args.peak_lr
+        if args.train_batch:
+            seg["batch"] = args.train_batch
         state["segment"] = seg
         log(f"new segment: {args.steps or 0} steps / {args.minutes or 0} min, warmup {args.warmup}, peak lr "
-            f"{seg.get('peak_lr', hp['lr'])}"
+            f"{seg.get('peak_lr', hp['lr'])}, {seg.get('batch', hp['batch'])} windows of {hp['seq']} tokens per step"
             + (f", {args.distill_mix:.0%} of each batch from target text" if args.distill_from else "")
             + (f", {args.unlikelihood:.0%} of the steps unlikelihood steps" if args.unlikelihood else ""))
     else:
         log(f"continuing the unfinished segment ({seg['steps_done']} steps, {seg['seconds_done'] / 60:.1f} min done)")
     mix, ul = seg.get("distill"), seg.get("unlikelihood")
-    n_dist = int(round(hp["batch"] * mix["mix"])) if mix else 0
-    train = Windows(load_stream(work / "packed" / f"{role}-train.u16"), hp["seq"], hp["batch"] - n_dist, args.seed)
+    batch = seg.get("batch", hp["batch"])  # a GPU segment takes more windows per step (--train-batch)
+    n_dist = int(round(batch * mix["mix"])) if mix else 0
+    train = Windows(load_stream(work / "packed" / f"{role}-train.u16"), hp["seq"], batch - n_dist, args.seed)
     if state["data"] is not None:
         train.load_state_dict(state["data"])
     dist = dist_held = None
@@ -899,6 +902,9 @@ def main(argv=None) -> int:
     ap.add_argument("--with", dest="blend_with", default=None, metavar="CKPT",
                     help="blend: the other checkpoint (e.g. WORK0/ckpt/target.pt, before an unlikelihood segment)")
     ap.add_argument("--share", type=float, default=None, help="blend: the weight of --with's weights (0 < S < 1)")
+    ap.add_argument("--train-batch", type=int, default=None, metavar="N",
+                    help="resume: windows per optimizer step in a new segment (default: the role's; a GPU "
+                         "wants many more, e.g. 256)")
     ap.add_argument("--distill-mix", type=float, default=0.5, help="share of each drafter batch from target text")
     ap.add_argument("--target", default=None, help="distill: the target whose continuations to write")
     ap.add_argument("--samples", type=int, default=None, help="distill: stop after this many new continuations")

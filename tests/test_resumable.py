@@ -267,6 +267,25 @@ def test_a_drafter_segment_mixes_target_text_and_resumes_both_data_positions(dis
     assert seg["heldout"]["target_text_nats_per_token"] > 0
 
 
+def test_a_segment_can_take_more_windows_per_step_and_keeps_them_when_resumed(distill_work):
+    work_dir, target, drafter = distill_work
+    assert _distill(work_dir, target, "--samples", "6") == 0
+
+    def run(*extra):
+        return _resume(work_dir, drafter, "--role", "drafter", "--distill-from", str(target), *extra)
+
+    assert run("--steps", "3", "--train-batch", "8", "--for-steps", "1") == 0
+    assert run() == 0  # the unfinished segment continues with its own batch, not the role's
+    state = torch.load(work_dir / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)
+    seg = state["segments"][-1]
+    assert seg["batch"] == 8 and seg["steps_done"] == 3
+    assert state["data"]["batch"] == state["data_distill"]["batch"] == 4
+    assert seg["tokens_done"] == 3 * 8 * resumable.HYPER["drafter"]["seq"]
+    assert run("--steps", "1") == 0  # a new segment without --train-batch: the role's 32 windows
+    state = torch.load(work_dir / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)
+    assert "batch" not in state["segments"][-1] and state["data"]["batch"] == 16
+
+
 def test_distillation_is_refused_for_the_target_and_without_texts(distill_work):
     work_dir, target, drafter = distill_work
     with pytest.raises(SystemExit, match="distill --target"):
@@ -443,3 +462,40 @@ def test_pair_goals_scores_the_bits_per_char_of_the_target_it_is_given(work, tmp
     resumable.prepare_data(work_dir, "target", bytelevel_tokenizer())
     a, b = pair_goals.bits_per_char(work_dir, init), pair_goals.bits_per_char(work_dir, other)
     assert a["bits_per_char"] > 0 and b["bits_per_char"] > 0 and a["bits_per_char"] != b["bits_per_char"]
+
+
+def test_gpu_drafters_pack_run_and_merge_extend_the_distillation_set_and_the_checkpoint(distill_work, tmp_path):
+    """scripts/gpu_drafters.py end to end on the CPU: what the GPU run does, with tiny models."""
+    import gpu_drafters
+
+    work_dir, target, drafter = distill_work
+    assert _resume(work_dir, drafter, "--role", "drafter", "--steps", "1") == 0  # packs the corpus for the drafter
+    assert _distill(work_dir, target, "--samples", "3") == 0
+    folder = resumable.distill_dir(work_dir, target)
+    before = (folder / "train.jsonl").read_text().splitlines()
+    bundle = tmp_path / "bundle.tar.xz"
+    assert gpu_drafters.main(["pack", "--work", str(work_dir), "--bundle", str(bundle), "--target", str(target),
+                              "--roles", "drafter", "--corpus-mb", "0.001", "--train-mb", "0.01"]) == 0
+    out = tmp_path / "out"
+    assert gpu_drafters.main(["run", "--bundle", str(bundle), "--out", str(out), "--target", str(target), "--init",
+                              str(target.parent), "--device", "cpu", "--threads", "1", "--distill-minutes", "0.005",
+                              "--distill-batch", "3", "--train-minutes", "0.01", "--train-batch", "4"]) == 0
+    ran = json.loads((out / "run.json").read_text())
+    assert ran["status"] == {"distill": 0, "drafter": 0} and ran["new_samples"] >= 3
+    assert _distill(work_dir, target, "--samples", "3") == 0  # the set grew here meanwhile: merging is refused
+    with pytest.raises(SystemExit, match="make a new bundle"):
+        gpu_drafters.main(["merge", "--results", str(out), "--work", str(work_dir)])
+    lines = (folder / "train.jsonl").read_text().splitlines()
+    (folder / "train.jsonl").write_text("\n".join(lines[:len(before)]) + "\n")
+    old = torch.load(work_dir / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)
+    assert gpu_drafters.main(["merge", "--results", str(out), "--work", str(work_dir)]) == 0
+    after = (folder / "train.jsonl").read_text().splitlines()
+    assert after[:len(before)] == before and len(after) == len(before) + ran["new_samples"]
+    assert json.loads((folder / "meta.json").read_text())["samples"] == len(after)
+    state = torch.load(work_dir / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)
+    seg = state["segments"][-1]
+    assert seg["batch"] == 4 and seg["device"] == "cpu" and seg["distill"]["samples"] == len(after)
+    kept = torch.load(work_dir / "ckpt" / "drafter.pre-gpu.pt", map_location="cpu", weights_only=False)
+    assert kept["totals"] == old["totals"]
+    assert resumable.main(["export", "--work", str(work_dir), "--role", "drafter", "--out", str(target.parent),
+                           "--distill-from", str(target), "--force"]) == 0

@@ -1,0 +1,274 @@
+"""Distil the embedded drafters on one GPU, in one run of under 9 minutes, from a bundle made here.
+
+The drafters are what the speed goals of the embedded pair need (acceptance of the target's text); on a
+2-core CPU a distillation set of 11k target continuations takes 90 minutes to write and a 40-minute drafter
+segment reads it 7 times. On a GPU both are minutes. Three steps:
+
+  # 1. here, on the CPU: a slim copy of the training work folder (the corpus slices the drafters mix in,
+  #    the held-out streams, the distillation texts written so far), xz-compressed, at most ~25 MB
+  python scripts/gpu_drafters.py pack --work ~/.cache/hsd-train --bundle .gpu/work.tar.xz
+
+  # 2. on the GPU machine (the repository with .gpu/ beside it): target continuations for
+  #    --distill-minutes, then a drafter segment of --train-minutes for each role, started from the
+  #    shipped weights (the shipped float16 weights are enough to continue from); results in --out
+  python scripts/gpu_drafters.py run --bundle .gpu/work.tar.xz --out gpu-out --device cuda
+
+  # 3. here: the checkpoints into the work folder (the old ones kept as *.pre-gpu.pt), the new
+  #    continuations appended to the distillation set; then export and measure as after any segment
+  python scripts/gpu_drafters.py merge --results gpu-out --work ~/.cache/hsd-train
+  python scripts/train_pair.py export --role drafter --work ~/.cache/hsd-train --distill-from assets/tiny-code/target
+  python benchmarks/pair_goals.py --prompts 8 --lookahead auto --costs
+
+Every step of `run` is `train_pair.py distill` or `train_pair.py resume` under a time limit that
+interrupts it (SIGINT: the step checkpoints and stops), so a step cut short still leaves what it did.
+The test (tests/test_gpu_drafters.py) runs all three commands on the CPU with tiny models.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ROLES = ("drafter", "drafter-bytes")
+# windows per step on the GPU (the CPU segments take 32 x 256 and 16 x 512 tokens)
+GPU_BATCH = {"drafter": 256, "drafter-bytes": 128, "drafter-shared": 256}
+PART = 15 * 2**20  # result files are split below 16 MiB
+NL = b"\n"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _slice(src: Path, dst: Path, max_bytes: int, seed: int) -> int:
+    """A contiguous slice of at most ``max_bytes`` (whole uint16 tokens) from a random place in ``src``."""
+    size = src.stat().st_size
+    n = int(min(size, max_bytes)) // 2 * 2
+    start = random.Random(seed).randrange(0, (size - n) // 2 + 1) * 2
+    with src.open("rb") as f:
+        f.seek(start)
+        dst.write_bytes(f.read(n))
+    return n
+
+
+def pack(args) -> int:
+    import build_corpus
+    import resumable
+
+    work = Path(args.work).expanduser()
+    target = Path(args.target)
+    digest = resumable.weights_digest(target)
+    bundle = Path(args.bundle)
+    with tempfile.TemporaryDirectory() as tmp:
+        slim = Path(tmp) / "work"
+        (slim / "corpus").mkdir(parents=True)
+        shutil.copy2(work / "corpus" / "manifest.json", slim / "corpus")
+        # the distill prompts are cut from corpus files: a random subset of the training files
+        docs = list(build_corpus.read_jsonl(work / "corpus" / "train.jsonl"))
+        random.Random(args.seed).shuffle(docs)
+        with (slim / "corpus" / "train.jsonl").open("w", encoding="utf-8") as f:
+            size = 0
+            for d in docs:
+                if size >= args.corpus_mb * 2**20:
+                    break
+                f.write(json.dumps(d, ensure_ascii=False) + "\n")
+                size += len(d["text"])
+        del docs
+        (slim / "packed").mkdir()
+        for role in args.roles:
+            packed = work / "packed"
+            if not (packed / f"{role}.json").is_file():
+                raise SystemExit(f"{packed / role}.json is missing: run `train_pair.py resume --role {role}` here "
+                                 f"once first (it packs the corpus)")
+            shutil.copy2(packed / f"{role}.json", slim / "packed")  # same key: the slice is not repacked
+            shutil.copy2(packed / f"{role}-heldout.u16", slim / "packed")
+            n = _slice(packed / f"{role}-train.u16", slim / "packed" / f"{role}-train.u16", args.train_mb * 2**20,
+                       args.seed)
+            log(f"{role}: {n // 2:,} corpus tokens of {(packed / f'{role}-train.u16').stat().st_size // 2:,}")
+        src = work / "distill" / digest
+        if not (src / "heldout.jsonl").is_file():
+            raise SystemExit(f"no distillation set of {target} in {src}: run `train_pair.py distill --target "
+                             f"{target} --samples 64` here first (it writes the held-out continuations)")
+        shutil.copytree(src, slim / "distill" / digest)
+        (slim / "bundle.json").write_text(json.dumps(dict(
+            digest=digest, target=str(target), roles=list(args.roles), source=str(work),
+            old_samples=resumable._count_lines(src / "train.jsonl"), made=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            command="python " + " ".join(sys.argv)), indent=1) + "\n")
+        bundle.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(bundle, "w:xz", preset=1) as tar:
+            tar.add(slim, arcname="work")
+    log(f"{bundle}: {bundle.stat().st_size / 2**20:.1f} MiB")
+    return 0
+
+
+def _steps(limit: float, cmds: dict[str, list[str]]) -> dict[str, int]:
+    """Run train_pair.py commands side by side (one GPU holds several tiny models: each alone is bound by
+    kernel launches, not by the GPU); SIGINT at ``limit`` seconds (each checkpoints), SIGKILL 20 s later."""
+    procs = {}
+    for name, cmd in cmds.items():
+        log("$ " + " ".join(cmd) + f"   (limit {limit:.0f} s)")
+        procs[name] = subprocess.Popen(cmd)
+    deadline = time.time() + limit
+    status = {}
+    for name, proc in procs.items():
+        try:
+            status[name] = proc.wait(timeout=max(0.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            log(f"{name}: time limit: interrupting (it checkpoints)")
+            proc.send_signal(signal.SIGINT)
+            try:
+                status[name] = proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                status[name] = proc.wait()
+    return status
+
+
+def run(args) -> int:
+    import torch
+
+    t0 = time.time()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = Path(args.scratch or tempfile.mkdtemp(prefix="hsd-gpu-"))
+    with tarfile.open(args.bundle) as tar:
+        tar.extractall(base, filter="data")
+    work = base / "work"
+    info = json.loads((work / "bundle.json").read_text())
+    target = ROOT / "assets" / "tiny-code" / "target" if args.target is None else Path(args.target)
+    import resumable
+
+    if resumable.weights_digest(target) != info["digest"]:
+        raise SystemExit(f"{target} is not the target the bundle's distillation set came from ({info['target']}); "
+                         f"pack again with this one")
+    if args.device.startswith("cuda"):
+        log(f"torch {torch.__version__}, GPU: {torch.cuda.get_device_name() if torch.cuda.is_available() else None}")
+    tp = [sys.executable, str(ROOT / "scripts" / "train_pair.py")]
+    status = _steps(args.distill_minutes * 60 + 60, {"distill": tp + [
+        "distill", "--work", str(work), "--target", str(target), "--device", args.device, "--threads",
+        str(args.threads), "--batch", str(args.distill_batch), "--minutes", str(args.distill_minutes),
+        "--samples", str(args.distill_samples)]})
+    status.update(_steps(args.train_minutes * 60 + 120, {role: tp + [
+        "resume", "--role", role, "--work", str(work),
+        *([] if args.init is None else ["--init", str(Path(args.init) / role)]), "--device", args.device,
+        "--threads", str(args.threads), "--distill-from", str(target), "--distill-mix", str(args.distill_mix),
+        "--minutes", str(args.train_minutes), "--train-batch", str(args.train_batch or GPU_BATCH[role]),
+        "--eval-minutes", "0.5", "--checkpoint-minutes", "100"] for role in info["roles"]}))
+    # results: the checkpoints, the new continuations (xz, in parts below 16 MiB), what happened
+    for role in info["roles"]:
+        ckpt = work / "ckpt" / f"{role}.pt"
+        if ckpt.is_file():
+            shutil.copy2(ckpt, out / f"{role}.pt")
+    folder = work / "distill" / info["digest"]
+    with (folder / "train.jsonl").open("rb") as f:
+        lines = [line for i, line in enumerate(f) if i >= info["old_samples"]]
+    # what comes back from a GPU machine is limited: at most --max-return-mb of compressed text (whole
+    # batches are not tracked here, so the meta's counts are set to what is returned)
+    cap = args.max_return_mb * 2**20
+    new = b"".join(lines)
+    ratio = len(lzma.compress(new[:8 << 20], preset=1)) / max(1, len(new[:8 << 20]))  # estimated on 8 MB
+    while True:
+        if len(new) * ratio > 0.95 * cap:
+            lines = lines[:int(len(lines) * 0.9 * cap / (len(new) * ratio))]
+            new = b"".join(lines)
+        packed = lzma.compress(new, preset=1)
+        if len(packed) <= cap or not lines:
+            break
+        ratio = len(packed) / len(new)
+    meta = json.loads((folder / "meta.json").read_text())
+    kept = info["old_samples"] + len(lines)
+    if kept < meta["samples"]:
+        log(f"returning {len(lines):,} of {meta['samples'] - info['old_samples']:,} new continuations "
+            f"(--max-return-mb {args.max_return_mb})")
+        meta["returned_samples_of"] = meta["samples"]
+        run_tokens = meta["runs"][-1]["generated_tokens"]  # the GPU run's; the dropped rows' share estimated
+        meta["generated_tokens"] -= round(run_tokens * (1 - len(lines) / (meta["samples"] - info["old_samples"])))
+        meta["samples"] = kept
+    for k in range(0, max(1, len(packed)), PART):
+        (out / f"distill-new.jsonl.xz.{k // PART:02d}").write_bytes(packed[k:k + PART])
+    (out / "distill-meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (out / "run.json").write_text(json.dumps(dict(
+        bundle=info, status=status, seconds=round(time.time() - t0, 1), new_samples=new.count(NL),
+        device=args.device, command="python " + " ".join(sys.argv)), indent=1) + "\n")
+    log(f"done in {time.time() - t0:.0f} s: {status}; {new.count(NL):,} new continuations, "
+        f"{len(packed) / 2**20:.1f} MiB compressed")
+    return 0 if all(s in (0, -2, 130) for s in status.values()) else 1
+
+
+def merge(args) -> int:
+    import resumable
+
+    res, work = Path(args.results), Path(args.work).expanduser()
+    run_info = json.loads((res / "run.json").read_text())
+    info = run_info["bundle"]
+    folder = work / "distill" / info["digest"]
+    have = resumable._count_lines(folder / "train.jsonl")
+    if have != info["old_samples"]:
+        raise SystemExit(f"{folder / 'train.jsonl'} has {have} continuations, the bundle was made with "
+                         f"{info['old_samples']}: merging would misnumber the batches; make a new bundle")
+    parts = sorted(res.glob("distill-new.jsonl.xz.*"))
+    new = lzma.decompress(b"".join(p.read_bytes() for p in parts))
+    with (folder / "train.jsonl").open("ab") as f:
+        f.write(new)
+    shutil.copyfile(res / "distill-meta.json", folder / "meta.json")
+    log(f"{folder}: {new.count(NL):,} continuations appended ({have + new.count(NL):,} in all)")
+    for role in info["roles"]:
+        src = res / f"{role}.pt"
+        if not src.is_file():
+            log(f"{role}: no checkpoint in {res}")
+            continue
+        dst = work / "ckpt" / f"{role}.pt"
+        if dst.is_file():
+            shutil.copyfile(dst, dst.with_suffix(".pre-gpu.pt"))
+        shutil.copyfile(src, dst)  # not the mode: results fetched from a GPU machine can be read-only
+        log(f"{role}: {dst} is the GPU checkpoint (the previous one kept as {dst.with_suffix('.pre-gpu.pt').name})")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pack", help="here: the slim work folder, compressed")
+    p.add_argument("--work", default="~/.cache/hsd-train")
+    p.add_argument("--bundle", default=".gpu/work.tar.xz")
+    p.add_argument("--target", default=str(ROOT / "assets" / "tiny-code" / "target"))
+    p.add_argument("--roles", nargs="+", default=list(ROLES), choices=sorted(GPU_BATCH))
+    p.add_argument("--corpus-mb", type=float, default=16, help="corpus text to cut distill prompts from")
+    p.add_argument("--train-mb", type=float, default=20, help="packed corpus tokens per drafter (x 2 bytes)")
+    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("run", help="on the GPU: distil, then a segment per drafter")
+    p.add_argument("--bundle", default=".gpu/work.tar.xz")
+    p.add_argument("--out", required=True)
+    p.add_argument("--scratch", default=None, help="where to unpack the bundle (default: a new temporary folder)")
+    p.add_argument("--target", default=None, help="default: assets/tiny-code/target (must be the bundle's)")
+    p.add_argument("--init", default=None, help="pair folder the drafters start from (default: the shipped ones)")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--distill-minutes", type=float, default=3.0)
+    p.add_argument("--distill-batch", type=int, default=4096)
+    p.add_argument("--distill-samples", type=int, default=250_000, help="at most this many new continuations")
+    p.add_argument("--train-minutes", type=float, default=3.3, help="per drafter; the drafters train side by side")
+    p.add_argument("--train-batch", type=int, default=None, help="windows per step (default: per role, GPU-sized)")
+    p.add_argument("--distill-mix", type=float, default=0.5)
+    p.add_argument("--max-return-mb", type=float, default=30, help="compressed new continuations to return")
+    p = sub.add_parser("merge", help="here: the results into the work folder")
+    p.add_argument("--results", required=True)
+    p.add_argument("--work", default="~/.cache/hsd-train")
+    args = ap.parse_args(argv)
+    return dict(pack=pack, run=run, merge=merge)[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())
