@@ -112,8 +112,13 @@ def main(argv=None) -> int:
     if out.resolve() == src.resolve():
         raise SystemExit("grow: --out must differ from --from")
     tok = AutoTokenizer.from_pretrained(src)
-    # rounded to float16 first, as every shipped model is, so that the check below compares like with like
-    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).half().float().eval()
+    # the weights rounded to float16 first, as every shipped model's are, so that the check below compares like
+    # with like; not the buffers: rotary frequencies are recomputed in float32 on loading, and rounding them
+    # moved a 2-layer drafter's logits by 1.6e-3
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.half().float())
     grown, after = grow_depth(model, args.layers)
     save_model_dir(grown, tok, out)
     check = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()

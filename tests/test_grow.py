@@ -80,3 +80,11 @@ def test_grow_command_writes_a_model_folder_with_the_totals(tmp_path, tok):
     assert log["phases"]["target"]["steps"] == 7
     assert log["grown"][0]["layers_before"] == 2 and log["grown"][0]["layers_after"] == 3
     assert "is_local" not in json.loads((out / "tokenizer_config.json").read_text())
+
+
+def test_the_shipped_drafter_grows_and_passes_the_exactness_check(tmp_path):
+    """The check compares with the float16-rounded *weights*: rounding the float32 rotary buffers too made the
+    2-layer drafter's reference differ by 1.6e-3 and the command refuse a grown model that was exact."""
+    out = tmp_path / "deeper" / "drafter"
+    assert grow.main(["--from", str(ROOT / "assets" / "tiny-code" / "drafter"), "--layers", "3", "--out", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 3
