@@ -19,6 +19,11 @@ segment reads it 7 times. On a GPU both are minutes. Three steps:
   python scripts/train_pair.py export --role drafter --work ~/.cache/hsd-train --distill-from assets/tiny-code/target
   python benchmarks/pair_goals.py --prompts 8 --lookahead auto --costs
 
+The GPU machine needs the Python packages hsd needs (requirements.txt), offline. One that had transformers 5.17
+(hsd imports `DummyLayer`, added later) ran it with transformers 5.25 and huggingface_hub 2.4 installed from
+wheels carried along (`pip install --no-index --no-deps --target /tmp/site .whl/*.whl`, PYTHONPATH=/tmp/site) and
+`USE_HUB_KERNELS=NO` (without the `kernels` package, transformers 5.25 refuses to load a model on CUDA otherwise).
+
 Every step of `run` is `train_pair.py distill` or `train_pair.py resume` under a time limit that
 interrupts it (SIGINT: the step checkpoints and stops), so a step cut short still leaves what it did.
 The test (tests/test_gpu_drafters.py) runs all three commands on the CPU with tiny models.

@@ -113,7 +113,10 @@ def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> Non
         f"In all: **{totals['steps']:,} optimizer steps, {totals['tokens']:,} tokens, "
         f"{totals['seconds'] / 60:.0f} minutes of training** (step time, evaluation excluded), "
         f"batches of {m['hyper']['batch']} x {m['hyper']['seq']} tokens, peak learning rate {m['hyper']['lr']}, "
-        "AdamW (betas 0.9/0.95, weight decay 0.1), a warmup and cosine decay to 10% per session.", "",
+        "AdamW (betas 0.9/0.95, weight decay 0.1), a warmup and cosine decay to 10% per session"
+        + "".join(f"; the segment of {g['started'][:16].replace('T', ' ')} on {g.get('device', 'cpu')}: batches of "
+                  f"{g['batch']} x {m['hyper']['seq']} tokens, peak learning rate {g.get('peak_lr', m['hyper']['lr'])}"
+                  for g in m.get("segments", []) if g.get("batch")) + ".", "",
         *history_rows(totals), "",
         *[f"Grown from {g['layers_before']} to {g['layers_after']} layers by `scripts/train_pair.py grow` (a copy "
           "of a layer with zero output projections inserted after each of layers "

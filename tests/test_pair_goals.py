@@ -42,3 +42,17 @@ def test_missed_goals_are_explained_in_numbers_and_met_ones_are_not():
     assert len(lines) == 1
     assert "tli at T=1.0: **0.90×** against 1.0× (10% short)" in lines[0]
     assert "needs 0.50 accepted per verified proposal, has 0.40" in lines[0] and "c = 0.080" in lines[0]
+
+
+def test_drafter_pair_gives_the_same_exact_numbers_for_the_same_drafters():
+    """At T = 0 τ and acceptance are exact: one drafter set compared with itself differs in nothing but tokens/s."""
+    import drafter_pair
+
+    pair = str(Path(__file__).resolve().parent.parent / "assets" / "tiny-code")
+    rows = drafter_pair.main(["--old", pair, "--new", pair, "--prompts", "1", "--max-new-tokens", "12"])
+    assert len(rows) == len(drafter_pair.SETTINGS)
+    for row in rows:
+        if row["temperature"] == 0.0:
+            assert row["old_tau"] == row["new_tau"] >= 1.0
+            assert row["old_verified_acceptance"] == row["new_verified_acceptance"]
+        assert row["old_tps"] > 0 and row["new_tps"] > 0

@@ -499,3 +499,5 @@ def test_gpu_drafters_pack_run_and_merge_extend_the_distillation_set_and_the_che
     assert kept["totals"] == old["totals"]
     assert resumable.main(["export", "--work", str(work_dir), "--role", "drafter", "--out", str(target.parent),
                            "--distill-from", str(target), "--force"]) == 0
+    card = (target.parent / "drafter" / "README.md").read_text()
+    assert "on cpu: batches of 4 x 256 tokens" in card  # the card says which segment took other batches
