@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, PretrainedConfig
-from transformers.cache_utils import DummyLayer, DynamicIndexedLayer, DynamicLayer, DynamicSlidingWindowLayer
+from transformers import cache_utils
+from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 from .loading import Model
 
@@ -60,7 +61,14 @@ class RewindableWindowLayer(DynamicLayer):
         return past - offset + query_length, offset
 
 
-_REWINDABLE = (DynamicLayer, DynamicIndexedLayer, RewindableWindowLayer, DummyLayer)
+def _rewindable_types(module=cache_utils) -> tuple[type, ...]:
+    """The cache layers that ``crop`` rolls back exactly. DynamicIndexedLayer came with transformers 5.17 and
+    DummyLayer with 5.23: a version without one never builds it, and hsd still imports there."""
+    return (DynamicLayer, RewindableWindowLayer) + tuple(
+        getattr(module, name) for name in ("DynamicIndexedLayer", "DummyLayer") if hasattr(module, name))
+
+
+_REWINDABLE = _rewindable_types()
 
 
 def _rewindable(layer) -> bool:

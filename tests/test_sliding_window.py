@@ -198,3 +198,16 @@ def test_slrs_batched_drafter_rows_match_recomputation_with_a_sliding_window():
     plain = Snapshot(snap.ids, None)
     recomputed = torch.cat([d.runner.forward_paths(plain, paths[:40]), d.runner.forward_paths(plain, paths[40:])])
     torch.testing.assert_close(cached, recomputed, atol=1e-6, rtol=1e-5)
+
+
+def test_the_runner_rewinds_only_the_cache_layers_its_transformers_has():
+    """transformers 5.17 (a GPU image's) has no DummyLayer: hsd still imports there, and rewinds what it builds."""
+    import types
+
+    from transformers import cache_utils
+
+    from hsd.runner import _rewindable_types
+
+    old = types.SimpleNamespace(DynamicLayer=cache_utils.DynamicLayer)
+    assert set(_rewindable_types(old)) == {cache_utils.DynamicLayer, RewindableWindowLayer}
+    assert {t.__name__ for t in _rewindable_types()} >= {"DynamicLayer", "DummyLayer", "DynamicIndexedLayer"}
