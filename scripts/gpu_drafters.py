@@ -24,6 +24,15 @@ The GPU machine needs the Python packages hsd needs (requirements.txt), offline.
 wheels carried along (`pip install --no-index --no-deps --target /tmp/site .whl/*.whl`, PYTHONPATH=/tmp/site) and
 `USE_HUB_KERNELS=NO` (without the `kernels` package, transformers 5.25 refuses to load a model on CUDA otherwise).
 
+Candidates of other shapes train beside the shipped drafters in the same run and come back as model folders:
+
+  python scripts/gpu_drafters.py fresh --out cands/wide/drafter --layers 2 --hidden 384 --intermediate 1024 --heads 6
+  python scripts/train_pair.py grow --from assets/tiny-code/drafter --layers 3 --out cands/deep3/drafter
+  python scripts/gpu_drafters.py pack ... --candidate wide drafter cands/wide/drafter --candidate deep3 drafter cands/deep3/drafter
+  python scripts/gpu_drafters.py run ... --max-return-mb 15        # at most 8 files come back
+  python scripts/gpu_drafters.py merge ... --candidates-to cands-trained
+  python benchmarks/drafter_pair.py --old assets/tiny-code --new cands-trained/candidates/wide   # exact tau
+
 Every step of `run` is `train_pair.py distill` or `train_pair.py resume` under a time limit that
 interrupts it (SIGINT: the step checkpoints and stops), so a step cut short still leaves what it did.
 The test (tests/test_gpu_drafters.py) runs all three commands on the CPU with tiny models.
@@ -105,11 +114,31 @@ def pack(args) -> int:
         if not (src / "heldout.jsonl").is_file():
             raise SystemExit(f"no distillation set of {target} in {src}: run `train_pair.py distill --target "
                              f"{target} --samples 64` here first (it writes the held-out continuations)")
-        shutil.copytree(src, slim / "distill" / digest)
+        dst = slim / "distill" / digest
+        dst.mkdir(parents=True)
+        for name in ("heldout.jsonl", "meta.json"):
+            shutil.copy2(src / name, dst)
+        # the texts written so far, up to --texts-mb (a GPU writes as many again in minutes)
+        included, size = 0, 0
+        with (src / "train.jsonl").open("rb") as fin, (dst / "train.jsonl").open("wb") as fout:
+            for line in fin:
+                if size + len(line) > args.texts_mb * 2**20:
+                    break
+                fout.write(line)
+                included, size = included + 1, size + len(line)
+        candidates = {}
+        for name, role, folder in args.candidate or []:
+            if role not in GPU_BATCH:
+                raise SystemExit(f"--candidate {name}: role {role!r} is not one of {sorted(GPU_BATCH)}")
+            if not (Path(folder) / "config.json").is_file():
+                raise SystemExit(f"--candidate {name}: {folder} holds no model (make one with `gpu_drafters.py fresh`)")
+            shutil.copytree(folder, slim / "candidates" / name / role)
+            candidates[name] = role
         (slim / "bundle.json").write_text(json.dumps(dict(
-            digest=digest, target=str(target), roles=list(args.roles), source=str(work),
-            old_samples=resumable._count_lines(src / "train.jsonl"), made=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            command="python " + " ".join(sys.argv)), indent=1) + "\n")
+            digest=digest, target=str(target), roles=list(args.roles), source=str(work), old_samples=included,
+            source_samples=resumable._count_lines(src / "train.jsonl"),
+            source_meta=json.loads((src / "meta.json").read_text()), candidates=candidates,
+            made=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command="python " + " ".join(sys.argv)), indent=1) + "\n")
         bundle.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(bundle, "w:xz", preset=1) as tar:
             tar.add(slim, arcname="work")
@@ -140,6 +169,20 @@ def _steps(limit: float, cmds: dict[str, list[str]]) -> dict[str, int]:
     return status
 
 
+def candidate_work(work: Path, name: str, role: str) -> Path:
+    """A work folder of its own for a candidate drafter (its checkpoint and its packed distillation texts),
+    sharing the corpus, the distillation set and the role's packed corpus with ``work``."""
+    folder = work / f"candidate-{name}"
+    if not folder.is_dir():
+        (folder / "packed").mkdir(parents=True)
+        for sub in ("corpus", "distill"):
+            (folder / sub).symlink_to(work / sub)
+        for f in (work / "packed").glob(f"{role}*"):
+            if f.name in (f"{role}.json", f"{role}-train.u16", f"{role}-heldout.u16"):
+                (folder / "packed" / f.name).symlink_to(f)
+    return folder
+
+
 def run(args) -> int:
     import torch
 
@@ -164,17 +207,44 @@ def run(args) -> int:
         "distill", "--work", str(work), "--target", str(target), "--device", args.device, "--threads",
         str(args.threads), "--batch", str(args.distill_batch), "--minutes", str(args.distill_minutes),
         "--samples", str(args.distill_samples)]})
-    status.update(_steps(args.train_minutes * 60 + 120, {role: tp + [
-        "resume", "--role", role, "--work", str(work),
-        *([] if args.init is None else ["--init", str(Path(args.init) / role)]), "--device", args.device,
-        "--threads", str(args.threads), "--distill-from", str(target), "--distill-mix", str(args.distill_mix),
-        "--minutes", str(args.train_minutes), "--train-batch", str(args.train_batch or GPU_BATCH[role]),
-        "--eval-minutes", "0.5", "--checkpoint-minutes", "100"] for role in info["roles"]}))
+    def segment(role: str, folder: Path, init: Path | None) -> list[str]:
+        return tp + ["resume", "--role", role, "--work", str(folder), *([] if init is None else ["--init", str(init)]),
+                     "--device", args.device, "--threads", str(args.threads), "--distill-from", str(target),
+                     "--distill-mix", str(args.distill_mix), "--minutes", str(args.train_minutes), "--train-batch",
+                     str(args.train_batch or GPU_BATCH[role]), "--eval-minutes", "0.5", "--checkpoint-minutes", "100"]
+
+    roles = info["roles"] if args.roles is None else args.roles
+    jobs = {role: segment(role, work, None if args.init is None else Path(args.init) / role) for role in roles}
+    for name, role in info.get("candidates", {}).items():
+        jobs[f"candidate {name}"] = segment(role, candidate_work(work, name, role), work / "candidates" / name / role)
+    status.update(_steps(args.train_minutes * 60 + 120, jobs))
     # results: the checkpoints, the new continuations (xz, in parts below 16 MiB), what happened
-    for role in info["roles"]:
+    for role in roles:
         ckpt = work / "ckpt" / f"{role}.pt"
         if ckpt.is_file():
             shutil.copy2(ckpt, out / f"{role}.pt")
+    if info.get("candidates"):  # model folders (float16), not checkpoints: what comes back is limited
+        import resumable
+
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, role in info["candidates"].items():
+                ckpt = candidate_work(work, name, role) / "ckpt" / f"{role}.pt"
+                if ckpt.is_file():
+                    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+                    model, tok = resumable.load_init(work / "candidates" / name / role)
+                    model.load_state_dict(state["model"])
+                    from train_pair import save_model_dir
+
+                    save_model_dir(model, tok, Path(tmp) / name / role)
+                    (Path(tmp) / name / "segment.json").write_text(json.dumps(
+                        {k: v for k, v in state.items() if k not in ("model", "optimizer")}, indent=1, default=str))
+            archive = out / "candidates.tar"
+            with tarfile.open(archive, "w") as tar:
+                tar.add(tmp, arcname="candidates")
+        data = archive.read_bytes()
+        archive.unlink()
+        for k in range(0, len(data), PART):
+            (out / f"candidates.tar.{k // PART:02d}").write_bytes(data[k:k + PART])
     folder = work / "distill" / info["digest"]
     with (folder / "train.jsonl").open("rb") as f:
         lines = [line for i, line in enumerate(f) if i >= info["old_samples"]]
@@ -219,15 +289,35 @@ def merge(args) -> int:
     info = run_info["bundle"]
     folder = work / "distill" / info["digest"]
     have = resumable._count_lines(folder / "train.jsonl")
-    if have != info["old_samples"]:
+    expected = info.get("source_samples", info["old_samples"])
+    if have != expected:
         raise SystemExit(f"{folder / 'train.jsonl'} has {have} continuations, the bundle was made with "
-                         f"{info['old_samples']}: merging would misnumber the batches; make a new bundle")
+                         f"{expected}: merging would misnumber the batches; make a new bundle")
     parts = sorted(res.glob("distill-new.jsonl.xz.*"))
     new = lzma.decompress(b"".join(p.read_bytes() for p in parts))
     with (folder / "train.jsonl").open("ab") as f:
         f.write(new)
-    shutil.copyfile(res / "distill-meta.json", folder / "meta.json")
+    # the meta: this folder's, plus what the GPU run added (batches are numbered on from the bundle's)
+    device_meta = json.loads((res / "distill-meta.json").read_text())
+    before = info.get("source_meta") or json.loads((folder / "meta.json").read_text())
+    meta = json.loads((folder / "meta.json").read_text())
+    meta.update(batches=device_meta["batches"], samples=have + new.count(NL),
+                generated_tokens=meta["generated_tokens"] + device_meta["generated_tokens"] - before["generated_tokens"],
+                seconds=meta["seconds"] + device_meta["seconds"] - before["seconds"],
+                runs=meta["runs"] + device_meta["runs"][len(before["runs"]):])
+    if "returned_samples_of" in device_meta:
+        meta["runs"][-1]["returned_samples"] = new.count(NL)
+    (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     log(f"{folder}: {new.count(NL):,} continuations appended ({have + new.count(NL):,} in all)")
+    parts = sorted(res.glob("candidates.tar.*"))
+    if parts:
+        import io
+
+        dest = Path(args.candidates_to)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in parts))) as tar:
+            tar.extractall(dest, filter="data")
+        log(f"candidate drafters in {dest / 'candidates'}: {sorted(p.name for p in (dest / 'candidates').iterdir())} "
+            f"(compare them: benchmarks/drafter_pair.py --new {dest / 'candidates'}/NAME)")
     for role in info["roles"]:
         src = res / f"{role}.pt"
         if not src.is_file():
@@ -241,6 +331,33 @@ def merge(args) -> int:
     return 0
 
 
+def fresh(args) -> int:
+    """A newly initialised model of another shape with a shipped model's tokenizer: a candidate to train."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    import torch
+    from train_pair import save_model_dir
+
+    like = Path(args.like)
+    tok = AutoTokenizer.from_pretrained(like)
+    cfg = AutoConfig.from_pretrained(like)
+    for key, value in (("num_hidden_layers", args.layers), ("hidden_size", args.hidden),
+                       ("intermediate_size", args.intermediate), ("num_attention_heads", args.heads),
+                       ("num_key_value_heads", args.heads)):
+        if value is not None:
+            setattr(cfg, key, value)
+    if cfg.hidden_size % cfg.num_attention_heads:
+        raise SystemExit(f"hidden {cfg.hidden_size} is not a multiple of {cfg.num_attention_heads} heads")
+    cfg.head_dim = cfg.hidden_size // cfg.num_attention_heads
+    torch.manual_seed(args.seed)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    save_model_dir(model, tok, Path(args.out))
+    log(f"{args.out}: {cfg.num_hidden_layers} layers x {cfg.hidden_size} (intermediate {cfg.intermediate_size}, "
+        f"{cfg.num_attention_heads} heads), {sum(p.numel() for p in model.parameters()):,} parameters, "
+        f"the tokenizer of {like}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -250,6 +367,11 @@ def main(argv=None) -> int:
     p.add_argument("--target", default=str(ROOT / "assets" / "tiny-code" / "target"))
     p.add_argument("--roles", nargs="+", default=list(ROLES), choices=sorted(GPU_BATCH))
     p.add_argument("--corpus-mb", type=float, default=16, help="corpus text to cut distill prompts from")
+    p.add_argument("--texts-mb", type=float, default=8, help="distillation texts written so far to include (the "
+                   "first ones; the GPU writes more)")
+    p.add_argument("--candidate", nargs=3, action="append", metavar=("NAME", "ROLE", "FOLDER"),
+                   help="also train this model folder as ROLE (e.g. one from `fresh` or `train_pair.py grow`); "
+                        "it comes back as a model folder")
     p.add_argument("--train-mb", type=float, default=20, help="packed corpus tokens per drafter (x 2 bytes)")
     p.add_argument("--seed", type=int, default=0)
     p = sub.add_parser("run", help="on the GPU: distil, then a segment per drafter")
@@ -266,12 +388,23 @@ def main(argv=None) -> int:
     p.add_argument("--train-minutes", type=float, default=3.3, help="per drafter; the drafters train side by side")
     p.add_argument("--train-batch", type=int, default=None, help="windows per step (default: per role, GPU-sized)")
     p.add_argument("--distill-mix", type=float, default=0.5)
-    p.add_argument("--max-return-mb", type=float, default=30, help="compressed new continuations to return")
+    p.add_argument("--max-return-mb", type=float, default=30, help="compressed new continuations to return "
+                   "(with candidates, 15: at most 8 files come back from the device tool)")
+    p.add_argument("--roles", nargs="*", default=None, help="the shipped roles to train (default: the bundle's)")
     p = sub.add_parser("merge", help="here: the results into the work folder")
     p.add_argument("--results", required=True)
     p.add_argument("--work", default="~/.cache/hsd-train")
+    p.add_argument("--candidates-to", default=".", help="where the candidates/ folder is unpacked")
+    p = sub.add_parser("fresh", help="here: a new model of another shape, to pack as a candidate")
+    p.add_argument("--like", default=str(ROOT / "assets" / "tiny-code" / "drafter"), help="tokenizer and config")
+    p.add_argument("--out", required=True)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--hidden", type=int)
+    p.add_argument("--intermediate", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args(argv)
-    return dict(pack=pack, run=run, merge=merge)[args.command](args)
+    return dict(pack=pack, run=run, merge=merge, fresh=fresh)[args.command](args)
 
 
 if __name__ == "__main__":

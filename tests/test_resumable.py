@@ -474,21 +474,25 @@ def test_gpu_drafters_pack_run_and_merge_extend_the_distillation_set_and_the_che
     folder = resumable.distill_dir(work_dir, target)
     before = (folder / "train.jsonl").read_text().splitlines()
     bundle = tmp_path / "bundle.tar.xz"
+    deeper = tmp_path / "deeper" / "drafter"  # a candidate of another shape, trained beside the shipped drafter
+    assert gpu_drafters.main(["fresh", "--like", str(drafter), "--out", str(deeper), "--layers", "2"]) == 0
     assert gpu_drafters.main(["pack", "--work", str(work_dir), "--bundle", str(bundle), "--target", str(target),
-                              "--roles", "drafter", "--corpus-mb", "0.001", "--train-mb", "0.01"]) == 0
+                              "--roles", "drafter", "--corpus-mb", "0.001", "--train-mb", "0.01",
+                              "--candidate", "deep", "drafter", str(deeper)]) == 0
     out = tmp_path / "out"
     assert gpu_drafters.main(["run", "--bundle", str(bundle), "--out", str(out), "--target", str(target), "--init",
                               str(target.parent), "--device", "cpu", "--threads", "1", "--distill-minutes", "0.005",
                               "--distill-batch", "3", "--train-minutes", "0.01", "--train-batch", "4"]) == 0
     ran = json.loads((out / "run.json").read_text())
-    assert ran["status"] == {"distill": 0, "drafter": 0} and ran["new_samples"] >= 3
+    assert ran["status"] == {"distill": 0, "drafter": 0, "candidate deep": 0} and ran["new_samples"] >= 3
     assert _distill(work_dir, target, "--samples", "3") == 0  # the set grew here meanwhile: merging is refused
     with pytest.raises(SystemExit, match="make a new bundle"):
         gpu_drafters.main(["merge", "--results", str(out), "--work", str(work_dir)])
     lines = (folder / "train.jsonl").read_text().splitlines()
     (folder / "train.jsonl").write_text("\n".join(lines[:len(before)]) + "\n")
     old = torch.load(work_dir / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)
-    assert gpu_drafters.main(["merge", "--results", str(out), "--work", str(work_dir)]) == 0
+    assert gpu_drafters.main(["merge", "--results", str(out), "--work", str(work_dir), "--candidates-to",
+                              str(tmp_path)]) == 0
     after = (folder / "train.jsonl").read_text().splitlines()
     assert after[:len(before)] == before and len(after) == len(before) + ran["new_samples"]
     assert json.loads((folder / "meta.json").read_text())["samples"] == len(after)
@@ -497,7 +501,41 @@ def test_gpu_drafters_pack_run_and_merge_extend_the_distillation_set_and_the_che
     assert seg["batch"] == 4 and seg["device"] == "cpu" and seg["distill"]["samples"] == len(after)
     kept = torch.load(work_dir / "ckpt" / "drafter.pre-gpu.pt", map_location="cpu", weights_only=False)
     assert kept["totals"] == old["totals"]
+    from transformers import AutoModelForCausalLM
+
+    got = AutoModelForCausalLM.from_pretrained(tmp_path / "candidates" / "deep" / "drafter")
+    assert got.config.num_hidden_layers == 2
+    assert json.loads((tmp_path / "candidates" / "deep" / "segment.json").read_text())["segments"][-1]["batch"] == 4
     assert resumable.main(["export", "--work", str(work_dir), "--role", "drafter", "--out", str(target.parent),
                            "--distill-from", str(target), "--force"]) == 0
     card = (target.parent / "drafter" / "README.md").read_text()
     assert "on cpu: batches of 4 x 256 tokens" in card  # the card says which segment took other batches
+
+
+def test_gpu_drafters_can_carry_part_of_the_texts_and_merge_them_back_in_order(distill_work, tmp_path):
+    import gpu_drafters
+
+    work_dir, target, drafter = distill_work
+    assert _resume(work_dir, drafter, "--role", "drafter", "--steps", "1") == 0
+    assert _distill(work_dir, target, "--samples", "6") == 0
+    folder = resumable.distill_dir(work_dir, target)
+    before = (folder / "train.jsonl").read_text().splitlines()
+    meta_before = json.loads((folder / "meta.json").read_text())
+    bundle, out = tmp_path / "bundle.tar.xz", tmp_path / "out"
+    one_row = len(before[0].encode()) + 1
+    assert gpu_drafters.main(["pack", "--work", str(work_dir), "--bundle", str(bundle), "--target", str(target),
+                              "--roles", "drafter", "--corpus-mb", "0.001", "--train-mb", "0.01",
+                              "--texts-mb", str(1.5 * one_row / 2**20)]) == 0
+    assert gpu_drafters.main(["run", "--bundle", str(bundle), "--out", str(out), "--target", str(target), "--init",
+                              str(target.parent), "--device", "cpu", "--threads", "1", "--distill-minutes", "0.005",
+                              "--distill-batch", "3", "--roles"]) == 0  # distillation only
+    ran = json.loads((out / "run.json").read_text())
+    assert ran["bundle"]["old_samples"] == 1 and ran["bundle"]["source_samples"] == 6
+    assert ran["status"] == {"distill": 0} and not (out / "drafter.pt").exists()
+    assert gpu_drafters.main(["merge", "--results", str(out), "--work", str(work_dir)]) == 0
+    after = (folder / "train.jsonl").read_text().splitlines()
+    assert after[:6] == before and len(after) == 6 + ran["new_samples"]
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["samples"] == len(after) and len(meta["runs"]) == len(meta_before["runs"]) + 1
+    assert meta["batches"] == meta_before["batches"] + ran["new_samples"] // 3
+    assert meta["generated_tokens"] > meta_before["generated_tokens"]
