@@ -120,6 +120,7 @@ def pack(args) -> int:
             shutil.copy2(src / name, dst)
         # the texts written so far, up to --texts-mb (a GPU writes as many again in minutes)
         included, size = 0, 0
+        (src / "train.jsonl").touch()  # a distill run killed before its first batch wrote none
         with (src / "train.jsonl").open("rb") as fin, (dst / "train.jsonl").open("wb") as fout:
             for line in fin:
                 if size + len(line) > args.texts_mb * 2**20:
@@ -128,8 +129,9 @@ def pack(args) -> int:
                 included, size = included + 1, size + len(line)
         candidates = {}
         for name, role, folder in args.candidate or []:
-            if role not in GPU_BATCH:
-                raise SystemExit(f"--candidate {name}: role {role!r} is not one of {sorted(GPU_BATCH)}")
+            if role not in args.roles:
+                raise SystemExit(f"--candidate {name}: role {role!r} is not packed; add it to --roles "
+                                 f"(now {' '.join(args.roles)})")
             if not (Path(folder) / "config.json").is_file():
                 raise SystemExit(f"--candidate {name}: {folder} holds no model (make one with `gpu_drafters.py fresh`)")
             shutil.copytree(folder, slim / "candidates" / name / role)
