@@ -14,6 +14,14 @@ It then prints, for each target x drafter combination, the cost ratio ``c = draf
 step`` and the greedy speedup that lookahead ``k`` would give at a per-token agreement ``a`` in the
 i.i.d. model ``tau / (k c + v)``, where ``tau = (1 - a^(k+1)) / (1 - a)`` and ``v = verify / step`` of
 the target (an upper bound: it ignores the algorithm's own per-round work, retokenization included).
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/shapes.py --folders assets/tiny-code/drafter CANDIDATE ...
+
+measures model folders instead (trained or not: ``scripts/gpu_drafters.py fresh`` makes untrained ones), one
+cached step each in turn, ``--rounds`` times: the median of each round's steps, then the median and the range over
+rounds. Interleaving matters on a shared VM, where a step's time moves by up to 2x from one minute to the next.
+The per-layer rule holds while the weights stay in the caches: past a few MB of float32 weights a step costs
+about what reading them costs (on the 2-core EPYC, 2 x 384 took twice the step of 2 x 192).
 """
 
 from __future__ import annotations
@@ -60,6 +68,34 @@ def costs(m, context: int, reps: int) -> tuple[float, float]:
     return best1 * 1e3, best6 * 1e3
 
 
+@torch.no_grad()
+def folder_costs(folders: list[str], context: int, reps: int, rounds: int) -> None:
+    """Interleaved cached-step times of model folders, printed as a table."""
+    import statistics
+
+    from transformers import AutoModelForCausalLM, DynamicCache
+
+    models = {f: AutoModelForCausalLM.from_pretrained(f, dtype=torch.float32).eval() for f in folders}
+    times: dict[str, list[float]] = {f: [] for f in folders}
+    for _ in range(rounds):
+        for f, m in models.items():
+            ids = torch.randint(4, m.config.vocab_size, (1, context + reps))
+            cache = DynamicCache(config=m.config)
+            m(input_ids=ids[:, :context], past_key_values=cache, use_cache=True)
+            steps = []
+            for i in range(context, context + reps):
+                t0 = time.perf_counter()
+                m(input_ids=ids[:, i:i + 1], past_key_values=cache, use_cache=True)
+                steps.append(time.perf_counter() - t0)
+            times[f].append(statistics.median(steps) * 1e3)
+    print("| model | layers x hidden | params | step ms, median of rounds | range over rounds |")
+    print("|---|---|---|---|---|")
+    for f, m in models.items():
+        t = times[f]
+        print(f"| {f} | {m.config.num_hidden_layers} x {m.config.hidden_size} | "
+              f"{sum(p.numel() for p in m.parameters()):,} | {statistics.median(t):.2f} | {min(t):.2f}-{max(t):.2f} |")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
@@ -67,9 +103,17 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--agreement", type=float, nargs="+", default=[0.6, 0.7, 0.8])
     ap.add_argument("--lookahead", type=int, default=5)
+    ap.add_argument("--folders", nargs="+", default=None, help="measure these model folders instead, interleaved")
+    ap.add_argument("--rounds", type=int, default=8, help="--folders: rounds of --reps steps per model")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     from hsd.bench import machine_info, machine_line
+
+    if args.folders:
+        print(f"machine: {machine_line(machine_info(None))}; {args.threads} torch thread(s), float32, "
+              f"context {args.context}, {args.rounds} rounds of {args.reps} steps")
+        folder_costs(args.folders, args.context, args.reps, args.rounds)
+        return 0
 
     print(f"machine: {machine_line(machine_info(None))}; {args.threads} torch thread(s), float32, "
           f"context {args.context}, best of {args.reps}")

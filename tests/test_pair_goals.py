@@ -56,3 +56,17 @@ def test_drafter_pair_gives_the_same_exact_numbers_for_the_same_drafters():
             assert row["old_tau"] == row["new_tau"] >= 1.0
             assert row["old_verified_acceptance"] == row["new_verified_acceptance"]
         assert row["old_tps"] > 0 and row["new_tps"] > 0
+
+
+def test_shapes_measures_model_folders_interleaved(capsys):
+    import shapes
+
+    assets = Path(__file__).resolve().parent.parent / "assets" / "tiny-code"
+    assert shapes.main(["--folders", str(assets / "drafter"), str(assets / "drafter-bytes"), "--rounds", "2",
+                        "--reps", "3", "--context", "8"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {assets}")]
+    assert [r.split(" | ")[1] for r in rows] == ["2 x 192", "2 x 128"]
+    for r in rows:
+        median, spread = float(r.split(" | ")[3]), r.split(" | ")[4].rstrip(" |")
+        low, high = map(float, spread.split("-"))
+        assert 0 < low <= median <= high
