@@ -30,6 +30,13 @@ checkpoint it continued from (copied aside before that segment):
         --unlikelihood-tokens 96 --unlikelihood-prefix 64 --peak-lr 2e-4 --warmup 20 --minutes 30
     python scripts/train_pair.py blend --role target --work ~/.cache/hsd-train-ul --with ~/before-ul75.pt --share 0.7
 
+``--distill-greedy`` (drafters) reads only the continuations the target decoded greedily (60% of a
+``distill`` set): greedy SLEM, SLEM with a greedy drafter and SLRS at T = 0 accept a proposal exactly when the
+drafter's choice is the target's most probable token, so a drafter spends its few parameters on that:
+
+    python scripts/train_pair.py resume --role drafter --work ~/.cache/hsd-train \
+        --distill-from assets/tiny-code/target --distill-mix 0.875 --distill-greedy --peak-lr 1e-3 --minutes 30
+
 ``drafter-shared`` has no shipped weights to start from: its first resume initialises the drafter's
 shape with the target's tokenizer (``FRESH``), and its first export writes ``assets/tiny-code/drafter-shared``.
 
@@ -366,20 +373,28 @@ def _generate(model, tok, docs, n, batch, new_tokens, device, rng, greedy: bool,
     return rows, n_tok
 
 
-def pack_distill(work: Path, role: str, tok, source: Path, split: str) -> tuple[torch.Tensor, dict]:
-    """The distillation texts of ``source`` tokenized for ``role`` (cached; rebuilt when the file grew)."""
+def pack_distill(work: Path, role: str, tok, source: Path, split: str,
+                 greedy_only: bool = False) -> tuple[torch.Tensor, dict]:
+    """The distillation texts of ``source`` tokenized for ``role`` (cached; rebuilt when the file grew);
+    ``greedy_only``: only the continuations the target decoded greedily (``--distill-greedy``)."""
     src = source / f"{split}.jsonl"
     key = dict(source=source.name, split=split, bytes=src.stat().st_size, tokenizer=tokenizer_digest(tok))
-    path = work / "packed" / f"{role}-distill-{source.name}-{split}.u16"
+    if greedy_only:
+        key["greedy_only"] = True
+    path = work / "packed" / f"{role}-distill-{source.name}-{split}{'-greedy' if greedy_only else ''}.u16"
     meta_path = path.with_suffix(".json")
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     if meta.get("key") != key or not path.is_file():
         import build_corpus
 
-        docs = [dict(text=r["prompt"] + r["continuation"]) for r in build_corpus.read_jsonl(src)]
+        docs = [dict(text=r["prompt"] + r["continuation"]) for r in build_corpus.read_jsonl(src)
+                if r.get("greedy") or not greedy_only]
+        if not docs:
+            raise SystemExit(f"no {'greedy ' if greedy_only else ''}continuations in {src}")
         meta = dict(key=key, **pack(tok, docs, path, drafter=bos_first(role)), samples=len(docs))
         meta_path.write_text(json.dumps(meta, indent=1) + "\n")
-        log(f"packed {meta['samples']:,} distillation texts for {role}: {meta['tokens']:,} tokens")
+        log(f"packed {meta['samples']:,} {'greedy ' if greedy_only else ''}distillation texts for {role}: "
+            f"{meta['tokens']:,} tokens")
     return load_stream(path), meta
 
 
@@ -552,6 +567,8 @@ def resume(args) -> int:
                 raise SystemExit(f"no distillation texts in {source}: run `train_pair.py distill --target "
                                  f"{args.distill_from}` first")
             seg["distill"] = dict(source=source.name, target=str(args.distill_from), mix=args.distill_mix)
+            if args.distill_greedy:
+                seg["distill"]["greedy_only"] = True
         if args.unlikelihood:
             if role != "target" or not 0 < args.unlikelihood <= 1:
                 raise SystemExit("--unlikelihood is the share (0 < FRAC <= 1) of a target segment's steps that are "
@@ -567,6 +584,7 @@ def resume(args) -> int:
         log(f"new segment: {args.steps or 0} steps / {args.minutes or 0} min, warmup {args.warmup}, peak lr "
             f"{seg.get('peak_lr', hp['lr'])}, {seg.get('batch', hp['batch'])} windows of {hp['seq']} tokens per step"
             + (f", {args.distill_mix:.0%} of each batch from target text" if args.distill_from else "")
+            + (" (its greedy continuations only)" if args.distill_greedy else "")
             + (f", {args.unlikelihood:.0%} of the steps unlikelihood steps" if args.unlikelihood else ""))
     else:
         log(f"continuing the unfinished segment ({seg['steps_done']} steps, {seg['seconds_done'] / 60:.1f} min done)")
@@ -579,7 +597,7 @@ def resume(args) -> int:
     dist = dist_held = None
     if n_dist:
         source = work / "distill" / mix["source"]
-        stream, dmeta = pack_distill(work, role, tok, source, "train")
+        stream, dmeta = pack_distill(work, role, tok, source, "train", greedy_only=mix.get("greedy_only", False))
         dist = Windows(stream, hp["seq"], n_dist, args.seed + 1)
         saved = state.get("data_distill")
         if saved and saved.get("key") == dmeta["key"]:
@@ -906,6 +924,9 @@ def main(argv=None) -> int:
                     help="resume: windows per optimizer step in a new segment (default: the role's; a GPU "
                          "wants many more, e.g. 256)")
     ap.add_argument("--distill-mix", type=float, default=0.5, help="share of each drafter batch from target text")
+    ap.add_argument("--distill-greedy", action="store_true",
+                    help="resume (drafters): read only the continuations the target decoded greedily, to raise the "
+                         "drafter's agreement with the target's argmax (what greedy SLEM and SLRS at T=0 accept on)")
     ap.add_argument("--target", default=None, help="distill: the target whose continuations to write")
     ap.add_argument("--samples", type=int, default=None, help="distill: stop after this many new continuations")
     ap.add_argument("--batch", type=int, default=64, help="distill: prompts per generate call")

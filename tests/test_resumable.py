@@ -267,6 +267,34 @@ def test_a_drafter_segment_mixes_target_text_and_resumes_both_data_positions(dis
     assert seg["heldout"]["target_text_nats_per_token"] > 0
 
 
+def test_a_drafter_segment_can_read_only_the_greedy_continuations(distill_work):
+    work_dir, target, drafter = distill_work
+    assert _distill(work_dir, target, "--samples", "6") == 0
+    path = resumable.distill_dir(work_dir, target) / "train.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for i, r in enumerate(rows):  # a known mix: rows 0, 2, 4 greedy
+        r["greedy"] = i % 2 == 0
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def run(*extra):
+        return _resume(work_dir, drafter, "--role", "drafter", "--distill-from", str(target), "--distill-greedy",
+                       *extra)
+
+    assert run("--steps", "1") == 0
+    seg = torch.load(work_dir / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)["segments"][-1]
+    assert seg["distill"]["greedy_only"] is True and seg["distill"]["samples"] == 3
+    packed = json.loads((work_dir / "packed" / f"drafter-distill-{path.parent.name}-train-greedy.json").read_text())
+    tok = resumable.load_init(drafter, "drafter")[1]
+    greedy_text = [r["prompt"] + r["continuation"] for r in rows if r["greedy"]]
+    assert packed["tokens"] == resumable.pack(tok, [dict(text=t) for t in greedy_text],
+                                              work_dir / "check.u16", drafter=True)["tokens"]
+    for r in rows:
+        r["greedy"] = False
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(SystemExit, match="no greedy continuations"):
+        run("--steps", "1")
+
+
 def test_a_segment_can_take_more_windows_per_step_and_keeps_them_when_resumed(distill_work):
     work_dir, target, drafter = distill_work
     assert _distill(work_dir, target, "--samples", "6") == 0
