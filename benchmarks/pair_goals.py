@@ -225,10 +225,29 @@ def missed_lines(rows) -> list[str]:
         need = ("no acceptance reaches it" if req["needed_acceptance"] is None else
                 f"needs {req['needed_acceptance']:.2f} accepted per verified proposal, has "
                 f"{r['verified_acceptance']:.2f}")
-        out.append(f"- {r['preset']} {r['algorithm']} at T={r['temperature']}: **{r['speedup']:.2f}×** against "
-                   f"{r['goal']}× ({1 - r['speedup'] / r['goal']:.0%} short); τ {r['tau']:.2f}; {need}; drafter cost "
-                   f"ratio c = {req.get('cost_ratio', float('nan')):.3f}; ceiling at acceptance 1: {req['ceiling']:.2f}×.")
+        line = (f"- {r['preset']} {r['algorithm']} at T={r['temperature']}: **{r['speedup']:.2f}×** against "
+                f"{r['goal']}× ({1 - r['speedup'] / r['goal']:.0%} short); τ {r['tau']:.2f}; {need}; drafter cost "
+                f"ratio c = {req.get('cost_ratio', float('nan')):.3f}; ceiling at acceptance 1: {req['ceiling']:.2f}×.")
+        o = r.get("oracle")
+        if o:
+            reach = ("out of reach for any drafter as cheap as the smallest model" if o["smallest"] < r["goal"] else
+                     "within reach of a better drafter")
+            line += (f" An oracle drafter (the target's own best proposal, `benchmarks/oracle_ceiling.py`) is accepted "
+                     f"at {o['acceptance']:.2f} of positions and would reach at most {o['free']:.2f}× if drafting were "
+                     f"free, {o['smallest']:.2f}× at the smallest model's cost: {reach}.")
+        out.append(line)
     return out
+
+
+def attach_oracle(rows, path: str) -> None:
+    """Give each row with a goal the bounds ``benchmarks/oracle_ceiling.py --json`` measured for its setting."""
+    saved = json.loads(Path(path).read_text())
+    bounds = {(o["algorithm"], o["temperature"]): dict(acceptance=o["oracle_acceptance"], free=o["free"]["speedup"],
+                                                         smallest=o["smallest"]["speedup"])
+              for o in saved["rows"]}
+    for r in rows:
+        if (r["algorithm"], r["temperature"]) in bounds:
+            r["oracle"] = bounds[(r["algorithm"], r["temperature"])]
 
 
 def main(argv=None) -> int:
@@ -260,12 +279,17 @@ def main(argv=None) -> int:
     ap.add_argument("--cards-from", default=None, metavar="JSON",
                     help="fill the target card from a run saved with --json (and --costs), measuring nothing: for "
                          "when the run measured a candidate before it was shipped")
+    ap.add_argument("--oracle", default=None, metavar="JSON",
+                    help="the bounds `benchmarks/oracle_ceiling.py --json` wrote: each missed goal says whether any "
+                         "drafter could reach it")
     args = ap.parse_args(argv)
     if args.cards_from:
         saved = json.loads(Path(args.cards_from).read_text())
         if "costs_text" not in saved:
             ap.error(f"--cards-from: {args.cards_from} has no forward costs; save the run with --costs")
         vars(args).update(saved["settings"])
+        if args.oracle:
+            attach_oracle(saved["speed"], args.oracle)
         write_cards(Path(args.pair), saved["speed"], saved["machine"], args, saved["costs_text"])
         return 0
     if args.lookahead != "auto":
@@ -335,6 +359,8 @@ def main(argv=None) -> int:
         verdict = "" if goal is None else ("  met" if row["speedup"] >= goal else f"  MISSED (goal {goal}x)")
         print(f"{preset:16s} {algorithm:5s} T={temperature:<4} AR {row['ar_tps']:7.1f} tok/s  {row['tps']:7.1f} tok/s  "
               f"{row['speedup']:.2f}x  k {row['lookahead']}  tau {row['tau']:.2f}  acceptance {row['acceptance']:.1%}{verdict}")
+    if args.oracle:
+        attach_oracle(rows, args.oracle)
     out["speed"] = rows
     out["machine"] = machine
     out["settings"] = dict(prompts=args.prompts, quality_prompts=out.get("quality_prompts"), max_new_tokens=args.max_new_tokens, lookahead=args.lookahead,

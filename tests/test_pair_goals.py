@@ -1,5 +1,6 @@
 """``benchmarks/pair_goals.py``'s arithmetic: what a speed goal asks of a drafter (no models needed)."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -44,6 +45,24 @@ def test_missed_goals_are_explained_in_numbers_and_met_ones_are_not():
     assert "needs 0.50 accepted per verified proposal, has 0.40" in lines[0] and "c = 0.080" in lines[0]
 
 
+def test_a_missed_goal_says_whether_an_oracle_drafter_could_reach_it(tmp_path):
+    req = dict(needed_acceptance=0.5, ceiling=3.0, cost_ratio=0.08, needed_at_k=3, ceiling_k=12)
+    rows = [dict(preset="p", algorithm="slem", temperature=0.7, goal=1.2, speedup=0.9, tau=1.3,
+                 verified_acceptance=0.3, requirement=dict(req)),
+            dict(preset="p", algorithm="slem", temperature=0.0, goal=2.0, speedup=1.7, tau=3.0,
+                 verified_acceptance=0.7, requirement=dict(req))]
+    bound = lambda x: dict(speedup=x, lookahead=3, threshold=0.0, tau=1.5)  # noqa: E731
+    saved = tmp_path / "oracle.json"
+    saved.write_text(json.dumps(dict(rows=[
+        dict(algorithm="slem", temperature=0.7, oracle_acceptance=0.45, free=bound(1.3), smallest=bound(1.1)),
+        dict(algorithm="slem", temperature=0.0, oracle_acceptance=1.0, free=bound(7.0), smallest=bound(4.5))])))
+    pair_goals.attach_oracle(rows, str(saved))
+    lines = pair_goals.missed_lines(rows)
+    assert "accepted at 0.45 of positions" in lines[0] and "1.30× if drafting were free, 1.10×" in lines[0]
+    assert "out of reach for any drafter as cheap as the smallest model" in lines[0]
+    assert "within reach of a better drafter" in lines[1]
+
+
 def test_drafter_pair_gives_the_same_exact_numbers_for_the_same_drafters():
     """At T = 0 τ and acceptance are exact: one drafter set compared with itself differs in nothing but tokens/s."""
     import drafter_pair
@@ -70,3 +89,31 @@ def test_shapes_measures_model_folders_interleaved(capsys):
         median, spread = float(r.split(" | ")[3]), r.split(" | ")[4].rstrip(" |")
         low, high = map(float, spread.split("-"))
         assert 0 < low <= median <= high
+
+
+def test_oracle_rounds_stop_at_the_first_miss_and_at_a_doubtful_position():
+    from oracle_ceiling import Position, replay
+
+    rec = [Position(h, p, 2) for h, p in [(True, .9), (True, .9), (False, .2), (True, .9), (True, .4), (True, .9)]]
+    # lookahead 4: 2 hits then a miss (3 tokens), then 3 hits capped by the end of the text
+    assert replay(rec, 4, 0.0) == [(3, 4, 8), (3, 3, 6)]
+    # stop drafting after a position the oracle gives less than 0.5: after the miss at 2, and after 4, whose hit
+    # earns the bonus token at 5
+    assert replay(rec, 4, 0.5) == [(3, 3, 6), (3, 2, 4)]
+    assert sum(r[0] for r in replay(rec, 1, 0.0)) == len(rec)
+
+
+def test_oracle_ceiling_bounds_the_goals_with_measured_costs():
+    """On the embedded pair: the oracle never misses at T = 0, and a costlier drafter only lowers the bound."""
+    import oracle_ceiling
+
+    pair = str(Path(__file__).resolve().parent.parent / "assets" / "tiny-code")
+    rows = oracle_ceiling.main(["--pair", pair, "--prompts", "1", "--seeds", "1", "--new-tokens", "10",
+                                "--repeats", "2"])
+    assert [(r["algorithm"], r["temperature"]) for r in rows] == [(a, t) for a, t, _, _ in oracle_ceiling.GOALS]
+    for r in rows:
+        assert r["positions"] == 10
+        assert r["free"]["speedup"] >= r["smallest"]["speedup"] > 0 and r["free"]["speedup"] >= r["drafter_cost"]["speedup"]
+        if r["temperature"] == 0.0:
+            assert r["oracle_acceptance"] == 1.0
+        assert 0.0 <= r["oracle_acceptance"] <= 1.0
