@@ -59,7 +59,8 @@ def history_rows(totals: dict) -> list[str]:
 def distill_lines(segments: list[dict]) -> list[str]:
     """How the resumed segments mixed target-written text into the drafter's batches, if they did."""
     lines = [f"- Segment of {s['started'][:16]}: {s['distill']['mix']:.0%} of each batch from "
-             f"{s['distill'].get('samples', 0):,} continuations ({s['distill'].get('tokens', 0):,} tokens) written by "
+             f"{s['distill'].get('samples', 0):,} {'greedy ' if s['distill'].get('greedy_only') else ''}continuations "
+             f"({s['distill'].get('tokens', 0):,} tokens) written by "
              f"the target `{s['distill']['target']}` (weights {s['distill']['source']}), the rest from the corpus"
              for s in segments if s.get("distill")]
     return ["Distillation: the drafter learns to write what the target writes.", "", *lines, ""] if lines else []

@@ -283,6 +283,9 @@ def test_a_drafter_segment_can_read_only_the_greedy_continuations(distill_work):
     assert run("--steps", "1") == 0
     seg = torch.load(work_dir / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)["segments"][-1]
     assert seg["distill"]["greedy_only"] is True and seg["distill"]["samples"] == 3
+    import model_card
+
+    assert "3 greedy continuations" in "\n".join(model_card.distill_lines([seg]))
     packed = json.loads((work_dir / "packed" / f"drafter-distill-{path.parent.name}-train-greedy.json").read_text())
     tok = resumable.load_init(drafter, "drafter")[1]
     greedy_text = [r["prompt"] + r["continuation"] for r in rows if r["greedy"]]
