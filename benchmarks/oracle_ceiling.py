@@ -13,7 +13,8 @@ record for every lookahead, and for dynamic lookaheads that stop after a positio
 probability below 0.3, 0.5 or 0.7 (what ``draft_threshold`` does with the drafter's own probability).
 
 Each round costs ``d`` drafter forwards and one target forward of ``m + 1`` tokens (``hsd.costs``, measured here
-through hsd's runner: medians of single forwards with 128 tokens cached); AR costs one target forward of 1 token
+through hsd's runner: medians of single forwards with 128 tokens cached, in ``--rounds`` rounds that take every
+measurement in turn, and the median of the rounds); AR costs one target forward of 1 token
 per token. Engine overhead is left out of both, which only favours the speculative side. So the printed speedup
 is an upper bound for the drafter's costs it assumes:
 
@@ -147,36 +148,27 @@ def smallest_model(drafter: Path, out: Path) -> Path:
     return out
 
 
-def main(argv=None) -> list[dict]:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pair", default=str(ROOT / "assets" / "tiny-code"), help="folder with target/ and drafters")
-    ap.add_argument("--prompts", type=int, default=22, help="held-out code prompts (at most 22: 4 calibrate)")
-    ap.add_argument("--seeds", type=int, default=2, help="decodings per prompt when sampling")
-    ap.add_argument("--new-tokens", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=31, help="timed forwards per cost (their median)")
-    ap.add_argument("--json", default=None, help="also write the results here")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+def measure_and_decode(args) -> tuple[dict, float, dict]:
+    """The forward costs (interleaved rounds), the smallest model's, and each goal's oracle records."""
     folder = Path(args.pair)
     pairs = {role: hsd.load_pair(str(folder / "target"), str(folder / role), device="cpu")
              for role in ("drafter", "drafter-bytes")}
     every = load_prompts("code")
     prompts = every[:len(every) - CALIBRATION][:args.prompts]
-    costs = {role: measure_costs(pair, 128, 13, args.repeats)[0] for role, pair in pairs.items()}
     with tempfile.TemporaryDirectory() as tmp:
         floor = smallest_model(folder / "drafter", Path(tmp))
-        floor_cost = measure_costs(hsd.load_pair(str(folder / "target"), str(floor), device="cpu"), 128, 1,
-                                   args.repeats)[0].draft
-    machine = machine_line(machine_info())
-    print(f"{machine}; {len(prompts)} held-out prompts, {args.new_tokens} new tokens, torch threads {args.threads}")
-    c = costs["drafter"]
-    print("target forward of n tokens, 128 cached (ms): "
-          + ", ".join(f"{n}: {c.verify[n] * 1e3:.2f}" for n in sorted(c.verify))
-          + f"; drafter forward {c.draft * 1e3:.2f} ms, byte drafter {costs['drafter-bytes'].draft * 1e3:.2f} ms, "
-          f"smallest model {floor_cost * 1e3:.2f} ms")
-    rows = []
-    for algorithm, temperature, goal, role in GOALS:
+        pairs["smallest"] = hsd.load_pair(str(folder / "target"), str(floor), device="cpu")
+        # rounds of every measurement in turn, then the median of the rounds: this VM's speed moves from minute
+        # to minute, and a cost measured in one stretch would carry that minute's speed into the ratios
+        samples = {role: [] for role in pairs}
+        for _ in range(args.rounds):
+            for role, pair in pairs.items():
+                samples[role].append(measure_costs(pair, 128, 13, args.repeats)[0])
+        costs = {role: Costs.median(s) for role, s in samples.items()}
+        floor_cost = costs.pop("smallest").draft
+        del pairs["smallest"]
+    records_of = {}
+    for algorithm, temperature, _, role in GOALS:
         pair = pairs[role]
         shared = None
         if algorithm == "tli":
@@ -184,15 +176,62 @@ def main(argv=None) -> list[dict]:
             shared = torch.zeros(pair.target.n_logits, dtype=torch.bool)
             shared[d2t[(d2t >= 0) & (d2t < pair.target.n_logits)]] = True
         seeds = range(args.seeds if temperature > 0 else 1)
-        records = [decode(pair, p, temperature, seed, args.new_tokens, shared, algorithm)
-                   for p in prompts for seed in seeds]
+        records_of[(algorithm, temperature)] = [decode(pair, p, temperature, seed, args.new_tokens, shared, algorithm)
+                                                for p in prompts for seed in seeds]
+    return costs, floor_cost, records_of
+
+
+def main(argv=None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pair", default=str(ROOT / "assets" / "tiny-code"), help="folder with target/ and drafters")
+    ap.add_argument("--prompts", type=int, default=22, help="held-out code prompts (at most 22: 4 calibrate)")
+    ap.add_argument("--seeds", type=int, default=2, help="decodings per prompt when sampling")
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=9, help="timed forwards per cost and round (their median)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of all the cost measurements (the median of rounds)")
+    ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--replay", default=None, metavar="JSON",
+                    help="replay the decodings saved by an earlier --json run instead of decoding and measuring again")
+    ap.add_argument("--costs-from", default=None, metavar="JSON",
+                    help="charge the rounds with the forward costs of a `pair_goals.py --costs --json` run (its "
+                         "1-9 token verification costs; the smallest model's cost stays this run's)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.replay:
+        saved = json.loads(Path(args.replay).read_text())
+        costs = {role: Costs(c["draft"], {int(n): v for n, v in c["verify"].items()}, 128)
+                 for role, c in saved["costs_seconds"].items()}
+        floor_cost, machine = saved["smallest_model_seconds"], saved["machine_line"]
+        records_of = {(r["algorithm"], r["temperature"]): [[Position(bool(h), p, b) for h, p, b in rec]
+                                                          for rec in r["records"]] for r in saved["rows"]}
+    else:
+        costs, floor_cost, records_of = measure_and_decode(args)
+        machine = machine_line(machine_info())
+    if args.costs_from:
+        run = json.loads(Path(args.costs_from).read_text())["costs"]
+        for role, preset in (("drafter", "tiny-code"), ("drafter-bytes", "tiny-code-bytes")):
+            c = run[preset]
+            costs[role] = Costs(c["draft_ms"] / 1e3, {n: c[f"verify_{n}_ms"] / 1e3 for n in range(1, 10)
+                                                        if f"verify_{n}_ms" in c}, c.get("context", 128))
+        print(f"forward costs from {args.costs_from}")
+    print(f"{machine}; {args.new_tokens} new tokens, torch threads {args.threads}")
+    c = costs["drafter"]
+    print("target forward of n tokens, 128 cached (ms): "
+          + ", ".join(f"{n}: {c.verify[n] * 1e3:.2f}" for n in sorted(c.verify))
+          + f"; drafter forward {c.draft * 1e3:.2f} ms, byte drafter {costs['drafter-bytes'].draft * 1e3:.2f} ms, "
+          f"smallest model {floor_cost * 1e3:.2f} ms")
+    rows = []
+    for algorithm, temperature, goal, role in GOALS:
+        records = records_of[(algorithm, temperature)]
         hits = [r.hit for rec in records for r in rec]
         per_byte = role == "drafter-bytes"
         row = dict(algorithm=algorithm, temperature=temperature, goal=goal, drafter=role,
                    oracle_acceptance=statistics.mean(hits), positions=len(hits),
                    free=ceiling(records, costs[role], 0.0, per_byte),
                    smallest=ceiling(records, costs[role], floor_cost, per_byte),
-                   drafter_cost=ceiling(records, costs[role], costs[role].draft, per_byte))
+                   drafter_cost=ceiling(records, costs[role], costs[role].draft, per_byte),
+                   records=[[[int(r.hit), round(r.p_top, 5), r.n_bytes] for r in rec] for rec in records])
         rows.append(row)
     print()
     print("| algorithm | T | goal | oracle acceptance per position | bound, free drafter | bound, smallest model's "
@@ -205,8 +244,10 @@ def main(argv=None) -> list[dict]:
         print(f"| {r['algorithm']} | {r['temperature']:g} | >= {r['goal']}x | {r['oracle_acceptance']:.3f} "
               f"({r['positions']} positions) | {cell(r['free'])} | {cell(r['smallest'])} | {cell(r['drafter_cost'])} |")
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(machine=machine_info(), settings=vars(args), rows=rows,
-                                                   costs={k: v.to_dict() for k, v in costs.items()}), indent=1))
+        Path(args.json).write_text(json.dumps(dict(
+            machine_line=machine, settings=vars(args), rows=rows, costs={k: v.to_dict() for k, v in costs.items()},
+            costs_seconds={k: dict(draft=v.draft, verify=v.verify) for k, v in costs.items()},
+            smallest_model_seconds=floor_cost)) + "\n")
     return rows
 
 

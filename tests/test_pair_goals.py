@@ -103,13 +103,26 @@ def test_oracle_rounds_stop_at_the_first_miss_and_at_a_doubtful_position():
     assert sum(r[0] for r in replay(rec, 1, 0.0)) == len(rec)
 
 
-def test_oracle_ceiling_bounds_the_goals_with_measured_costs():
+def test_oracle_ceiling_bounds_the_goals_with_measured_costs(tmp_path):
     """On the embedded pair: the oracle never misses at T = 0, and a costlier drafter only lowers the bound."""
     import oracle_ceiling
 
     pair = str(Path(__file__).resolve().parent.parent / "assets" / "tiny-code")
+    saved = tmp_path / "oracle.json"
     rows = oracle_ceiling.main(["--pair", pair, "--prompts", "1", "--seeds", "1", "--new-tokens", "10",
-                                "--repeats", "2"])
+                                "--repeats", "2", "--rounds", "1", "--json", str(saved)])
+    assert oracle_ceiling.main(["--replay", str(saved)]) == rows  # the saved decodings and costs give the same
+    # other runs' cost tables: verifying several tokens costs one step (flat) or two (steep); with a free drafter
+    # every round verifies at least 2 tokens, so the steep table halves every bound
+    bounds = []
+    for steep in (1, 2):
+        table = dict(draft_ms=1.0, **{f"verify_{n}_ms": 10.0 * (1 if n == 1 else steep) for n in range(1, 10)})
+        other = tmp_path / f"goals{steep}.json"
+        other.write_text(json.dumps(dict(costs={"tiny-code": table, "tiny-code-bytes": table})))
+        bounds.append([r["free"]["speedup"] for r in oracle_ceiling.main(["--replay", str(saved), "--costs-from",
+                                                                            str(other)])])
+    assert bounds[1] == pytest.approx([b / 2 for b in bounds[0]])
+    assert bounds[0][0] == pytest.approx(10.0)  # greedy: the oracle's one round emits all 10 tokens for one step
     assert [(r["algorithm"], r["temperature"]) for r in rows] == [(a, t) for a, t, _, _ in oracle_ceiling.GOALS]
     for r in rows:
         assert r["positions"] == 10
