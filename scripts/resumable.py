@@ -559,6 +559,9 @@ def resume(args) -> int:
                    autocast="bf16" if bf16_is_fast(device) else "none (float32)",
                    warmup=args.warmup, steps_done=0, seconds_done=0.0, tokens_done=0, command="python " + " ".join(sys.argv),
                    machine=machine_info(), device=device, threads=args.threads)
+        if args.distill_greedy and not args.distill_from:
+            raise SystemExit("--distill-greedy picks the greedy continuations of a distillation set: pass "
+                             "--distill-from TARGET_DIR too (the target whose `distill` texts to read)")
         if args.distill_from:
             if role == "target":
                 raise SystemExit("--distill-from is for the drafters: the target trains on the corpus")
@@ -588,6 +591,12 @@ def resume(args) -> int:
             + (f", {args.unlikelihood:.0%} of the steps unlikelihood steps" if args.unlikelihood else ""))
     else:
         log(f"continuing the unfinished segment ({seg['steps_done']} steps, {seg['seconds_done'] / 60:.1f} min done)")
+        unused = [flag for flag, given in (("--distill-from", args.distill_from), ("--distill-greedy", args.distill_greedy),
+                                           ("--unlikelihood", args.unlikelihood), ("--peak-lr", args.peak_lr),
+                                           ("--train-batch", args.train_batch)) if given]
+        if unused:
+            log(f"note: {', '.join(unused)} only shape a new segment; the unfinished one keeps the settings it "
+                f"started with")
     mix, ul = seg.get("distill"), seg.get("unlikelihood")
     batch = seg.get("batch", hp["batch"])  # a GPU segment takes more windows per step (--train-batch)
     n_dist = int(round(batch * mix["mix"])) if mix else 0

@@ -125,7 +125,7 @@ def _checkpoint(work):
     return torch.load(work / "ckpt" / "target.pt", map_location="cpu", weights_only=False)
 
 
-def test_interrupted_training_continues_exactly_like_an_uninterrupted_run(work, tmp_path):
+def test_interrupted_training_continues_exactly_like_an_uninterrupted_run(work, tmp_path, capsys):
     work_dir, init = work
     other = tmp_path / "work2"
     import shutil
@@ -135,7 +135,9 @@ def test_interrupted_training_continues_exactly_like_an_uninterrupted_run(work, 
     assert _resume(other, init, "--steps", "4", "--for-steps", "2") == 0
     half = _checkpoint(other)
     assert half["segment"]["steps_done"] == 2 and half["totals"]["steps"] == 2
-    assert _resume(other, init) == 0  # no length given: the unfinished segment continues
+    # no length given: the unfinished segment continues, with its own settings (a new peak lr is refused, aloud)
+    assert _resume(other, init, "--peak-lr", "0.5") == 0
+    assert "--peak-lr only shape a new segment" in capsys.readouterr().out
     a, b = _checkpoint(work_dir), _checkpoint(other)
     assert a["totals"]["steps"] == b["totals"]["steps"] == 4
     assert a["data"] == b["data"]
@@ -323,6 +325,8 @@ def test_distillation_is_refused_for_the_target_and_without_texts(distill_work):
         _resume(work_dir, drafter, "--role", "drafter", "--distill-from", str(target), "--steps", "1")
     with pytest.raises(SystemExit, match="for the drafters"):
         _resume(work_dir, target, "--distill-from", str(target), "--steps", "1")
+    with pytest.raises(SystemExit, match="--distill-from TARGET_DIR"):
+        _resume(work_dir, drafter, "--role", "drafter", "--distill-greedy", "--steps", "1")
 
 
 def test_a_drafter_is_exported_on_its_loss_on_the_targets_held_out_text(distill_work):
