@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .loading import Model, Pair
+from .lean import drafter_runner
 from .runner import Runner
 
 
@@ -80,15 +81,15 @@ def _timed(runner: Runner, ids: list[int], base: int, repeats: int) -> tuple[flo
     return statistics.median(wall), statistics.median(cpu)
 
 
-def _filled(model: Model, context: int, seed_ids: list[int]) -> Runner:
-    runner = Runner(model)
+def _filled(model: Model, context: int, seed_ids: list[int], make=Runner) -> Runner:
+    runner = make(model)
     ids = (seed_ids or [0]) * (context // max(1, len(seed_ids)) + 1)
     runner.forward(ids[:max(1, context)], keep=1)
     return runner
 
 
-def _prefill(model: Model, n: int, seed_ids: list[int], repeats: int) -> tuple[float, float]:
-    runner = Runner(model)
+def _prefill(model: Model, n: int, seed_ids: list[int], repeats: int, make=Runner) -> tuple[float, float]:
+    runner = make(model)
     ids = ((seed_ids or [0]) * (n // max(1, len(seed_ids)) + 1))[:max(1, n)]
     return _timed(runner, ids, 0, repeats)
 
@@ -109,11 +110,11 @@ def measure_costs(pair: Pair, context: int, max_verify: int, repeats: int = 15,
     wall.prefill, cpu.prefill = _prefill(pair.target, p, t_ids, 3)
     if pair.drafter is not None:
         d_ids = list(range(3, 35))
-        drunner = _filled(pair.drafter, context, d_ids)
+        drunner = _filled(pair.drafter, context, d_ids, drafter_runner)  # the runner the drafter drafts with
         dbase = len(drunner)
         _timed(drunner, d_ids[:1], dbase, 1)
         wall.draft, cpu.draft = _timed(drunner, d_ids[:1], dbase, repeats * 2)
-        dw, dc = _prefill(pair.drafter, p, d_ids, 3)
+        dw, dc = _prefill(pair.drafter, p, d_ids, 3, drafter_runner)
         wall.prefill, cpu.prefill = wall.prefill + dw, cpu.prefill + dc
     return wall, cpu
 

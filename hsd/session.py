@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .lean import drafter_runner
 from .loading import Model, Pair
 from .retokenize import Retokenizer
 from .runner import Runner
@@ -66,7 +67,7 @@ class DrafterContext:
 
     def __init__(self, model: Model, prompt_ids: list[int]):
         self.model = model
-        self.runner = Runner(model)
+        self.runner = drafter_runner(model)  # lean on a CPU where it computes the model exactly (hsd/lean.py)
         self.retok = Retokenizer(model.tokenizer, model.vocab)
         self.ids = list(prompt_ids)
         self.gen_start = len(self.ids)

@@ -1,0 +1,237 @@
+"""A lean forward for small Llama-family drafters on CPU: transformers' logits without its per-call overhead.
+
+A drafter proposes one token per forward, so its cost per token is what a round pays ``k`` times. For a small
+drafter on a CPU that cost is mostly not arithmetic: the 1.1M-parameter drafter of the embedded pair spends
+about 1 ms in transformers' forward (mask building, cache objects, module dispatch) for 0.4 ms of tensor work.
+:class:`LeanRunner` is a :class:`~hsd.runner.Runner` that computes the same function with a handful of tensor
+operations per layer, on the model's own parameters (read, never copied or changed), with its keys and values in
+one preallocated buffer per layer. The rotary tables come from the model's own ``rotary_emb`` module, so every
+position-only RoPE variant (default, linear, Llama 3, YaRN) is the model's.
+
+Only the drafter takes this path. Losslessness never depends on how the drafter computes its distribution (the
+algorithms accept and correct with whatever ``q`` the drafter reports, spec §1-§3); the target, whose logits *are*
+the output, always runs through transformers. :func:`lean_unsupported` says why a model keeps transformers'
+forward (another architecture, a GPU, a non-float32 model, ...); ``HSD_LEAN_DRAFTER=0`` turns the path off.
+``tests/test_lean.py`` checks the logits against transformers' for every supported architecture, through
+forwards, crops and batched paths, with sliding windows and grouped-query attention.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+
+from .loading import Model
+from .runner import Runner, Snapshot
+
+# The causal-LM classes whose forward is embed -> (RMSNorm, attention with RoPE, RMSNorm, SwiGLU) x L -> RMSNorm -> head.
+ARCHITECTURES = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"}
+ROPE_TYPES = {"default", "linear", "llama3", "yarn"}  # cos/sin depend on the position only
+
+
+def lean_unsupported(model: Model) -> str | None:
+    """Why ``model`` cannot run on :class:`LeanRunner` exactly, or ``None`` when it can."""
+    if os.environ.get("HSD_LEAN_DRAFTER", "1") == "0":
+        return "HSD_LEAN_DRAFTER=0"
+    net = model.model
+    name = type(net).__name__
+    if name not in ARCHITECTURES:
+        return f"{name} is not one of {sorted(ARCHITECTURES)}"
+    if model.device.type != "cpu":
+        return f"runs on {model.device.type} (the lean forward is for CPUs, where per-call overhead dominates)"
+    if model.dtype != torch.float32:
+        return f"weights in {model.dtype} (the lean forward is checked in float32)"
+    if net.training:
+        return "in training mode"
+    cfg = net.config
+    rope = getattr(cfg, "rope_parameters", None) or {}
+    rope_type = rope.get("rope_type", "default") if isinstance(rope, dict) else "per-layer"
+    if rope_type not in ROPE_TYPES:
+        return f"RoPE type {rope_type!r} depends on the sequence length"
+    if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "mlp_bias", False):
+        return "an MLP other than bias-free SwiGLU"
+    if getattr(cfg, "pretraining_tp", 1) != 1:
+        return "pretraining_tp > 1"
+    if net.lm_head.bias is not None:
+        return "an LM head with a bias"
+    types = set(_layer_types(cfg))
+    if not types <= {"full_attention", "sliding_attention"}:
+        return f"layer types {sorted(types)}"
+    if "sliding_attention" in types and not getattr(cfg, "sliding_window", None):
+        return "sliding layers without a window"
+    return None
+
+
+def _layer_types(cfg) -> list[str]:
+    """Each layer's attention, as the model's mask builder reads it: ``layer_types`` where the config has them
+    (Qwen2), else every layer sliding when there is a window (Mistral), else full attention (Llama)."""
+    n = cfg.num_hidden_layers
+    return list(getattr(cfg, "layer_types", None) or
+                ["sliding_attention" if getattr(cfg, "sliding_window", None) else "full_attention"] * n)
+
+
+class _Layer:
+    """One decoder layer's parameters and attention shape, read from the model's modules."""
+
+    def __init__(self, layer, window: int | None):
+        attn, mlp = layer.self_attn, layer.mlp
+        self.norm1, self.norm1_eps = layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon
+        self.norm2, self.norm2_eps = layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon
+        self.q, self.k, self.v, self.o = attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj
+        self.gate, self.up, self.down = mlp.gate_proj, mlp.up_proj, mlp.down_proj
+        self.head_dim, self.scaling = attn.head_dim, attn.scaling
+        self.heads = attn.q_proj.out_features // attn.head_dim
+        self.kv_heads = attn.k_proj.out_features // attn.head_dim
+        self.window = window
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
+
+
+def _mask(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
+    """``[m, n]``: query at ``q_pos[i]`` sees key at ``k_pos[j]`` (causal, and inside the window, as transformers'
+    sliding mask: the query's own position and the ``window - 1`` before it)."""
+    seen = k_pos[None, :] <= q_pos[:, None]
+    if window is not None:
+        seen &= k_pos[None, :] > q_pos[:, None] - window
+    return seen
+
+
+class LeanRunner(Runner):
+    """A :class:`~hsd.runner.Runner` with the same logits, for a model :func:`lean_unsupported` accepts.
+
+    ``keys[l]`` and ``values[l]`` (``[1, kv_heads, capacity, head_dim]``) hold the cached positions ``0..len-1``;
+    a crop only moves the length, and the buffers grow by doubling.
+    """
+
+    def __init__(self, model: Model):
+        self.model = model
+        self.ids: list[int] = []
+        self.forwards = 0
+        self.seconds = 0.0
+        self._cuda = False
+        self.device = model.device
+        net = model.model
+        cfg = net.config
+        types = _layer_types(cfg)
+        window = getattr(cfg, "sliding_window", None)
+        self._layers = [_Layer(layer, window if kind == "sliding_attention" else None)
+                        for layer, kind in zip(net.model.layers, types)]
+        self._embed, self._head = net.model.embed_tokens.weight, net.lm_head.weight
+        self._norm, self._norm_eps = net.model.norm.weight, net.model.norm.variance_epsilon
+        self._rotary = net.model.rotary_emb
+        self._limit = model.context_length
+        self._cos = self._sin = torch.empty(0)
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self._reserve(256)
+
+    def _reserve(self, n: int) -> None:
+        """Room for ``n`` positions in the caches and the rotary tables (doubling, up to the context limit)."""
+        have = self._cos.shape[0]
+        if n <= have:
+            return
+        size = max(n, 2 * have)
+        if self._limit:
+            size = max(n, min(size, self._limit))
+        probe = self._embed[:1].unsqueeze(0)
+        cos, sin = self._rotary(probe, torch.arange(size, device=self.device).unsqueeze(0))
+        self._cos, self._sin = cos[0], sin[0]
+        used = len(self.ids)
+        keys, values = [], []
+        for i, layer in enumerate(self._layers):
+            shape = (1, layer.kv_heads, size, layer.head_dim)
+            k, v = torch.zeros(shape, dtype=self._embed.dtype), torch.zeros(shape, dtype=self._embed.dtype)
+            if self.keys:
+                k[:, :, :used] = self.keys[i][:, :, :used]
+                v[:, :, :used] = self.values[i][:, :, :used]
+            keys.append(k)
+            values.append(v)
+        self.keys, self.values = keys, values
+
+    def _run(self, tokens: torch.Tensor, start: int, write: bool) -> torch.Tensor:
+        """Hidden states after the last layer for ``tokens`` (``[b, m]``) at positions ``start..start+m-1`` on
+        top of the cached positions ``0..start-1``. ``write``: store their keys and values (``b`` must be 1)."""
+        b, m = tokens.shape
+        end = start + m
+        self._reserve(end)
+        x = F.embedding(tokens, self._embed)
+        cos, sin = self._cos[start:end], self._sin[start:end]
+        q_pos = torch.arange(start, end)
+        for i, layer in enumerate(self._layers):
+            d = layer.head_dim
+            h = _rms(x, layer.norm1, layer.norm1_eps)
+            q = layer.q(h).view(b, m, layer.heads, d).transpose(1, 2)
+            k = layer.k(h).view(b, m, layer.kv_heads, d).transpose(1, 2)
+            v = layer.v(h).view(b, m, layer.kv_heads, d).transpose(1, 2)
+            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+            first = 0 if layer.window is None else max(0, start - layer.window + 1)
+            if write:
+                self.keys[i][:, :, start:end] = k
+                self.values[i][:, :, start:end] = v
+                keys, values = self.keys[i][:, :, first:end], self.values[i][:, :, first:end]
+            else:
+                keys = torch.cat((self.keys[i][:, :, first:start].expand(b, -1, -1, -1), k), 2)
+                values = torch.cat((self.values[i][:, :, first:start].expand(b, -1, -1, -1), v), 2)
+            if layer.heads != layer.kv_heads:
+                keys = keys.repeat_interleave(layer.heads // layer.kv_heads, 1)
+                values = values.repeat_interleave(layer.heads // layer.kv_heads, 1)
+            mask = None if m == 1 else _mask(q_pos, torch.arange(first, end), layer.window)
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=layer.scaling)
+            x = x + layer.o(out.transpose(1, 2).reshape(b, m, layer.heads * d))
+            h = _rms(x, layer.norm2, layer.norm2_eps)
+            x = x + layer.down(F.silu(layer.gate(h)) * layer.up(h))
+        return x
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(_rms(hidden, self._norm, self._norm_eps), self._head)[..., : self.model.n_logits]
+
+    @torch.inference_mode()
+    def forward(self, ids: list[int], keep: int = 1) -> torch.Tensor:
+        """Append ``ids`` to the cache; return the logits of the last ``keep`` positions, ``[keep, V]``."""
+        started = time.perf_counter()
+        hidden = self._run(torch.tensor([ids], dtype=torch.long), len(self.ids), write=True)
+        logits = self._logits(hidden[0, -keep:])
+        self.ids.extend(ids)
+        self.forwards += 1
+        self.seconds += time.perf_counter() - started
+        return logits
+
+    def snapshot(self) -> Snapshot:
+        """The tokens cached now. The buffers are overwritten in place, so :meth:`forward_paths` uses them only
+        while the runner still holds these tokens first, and otherwise computes whole sequences."""
+        return Snapshot(tuple(self.ids), None)
+
+    @torch.inference_mode()
+    def forward_paths(self, snap: Snapshot, paths: list[tuple[int, ...]]) -> torch.Tensor:
+        """Logits after each of ``paths`` (one length) fed on top of ``snap``, ``[len(paths), V]``, in one batched
+        forward that does not touch the runner's cache. Counted as one forward."""
+        started = time.perf_counter()
+        n = len(snap.ids)
+        if tuple(self.ids[:n]) == snap.ids:
+            hidden = self._run(torch.tensor(paths, dtype=torch.long), n, write=False)
+        else:  # the buffers no longer hold the snapshot: whole sequences, without the cache
+            hidden = self._run(torch.tensor([list(snap.ids) + list(p) for p in paths], dtype=torch.long), 0, write=False)
+        logits = self._logits(hidden[:, -1])
+        self.forwards += 1
+        self.seconds += time.perf_counter() - started
+        return logits
+
+    def crop(self, n: int) -> None:
+        """Keep the first ``n`` cached positions (their keys and values stay where they are)."""
+        del self.ids[n:]
+
+
+def drafter_runner(model: Model) -> Runner:
+    """The runner a drafter drafts with: :class:`LeanRunner` when it computes the model exactly, else
+    transformers' forward through :class:`~hsd.runner.Runner`."""
+    return Runner(model) if lean_unsupported(model) else LeanRunner(model)
