@@ -4,8 +4,9 @@ A drafter proposes one token per forward, so its cost per token is what a round 
 drafter on a CPU that cost is mostly not arithmetic: the 1.1M-parameter drafter of the embedded pair spends
 about 1 ms in transformers' forward (mask building, cache objects, module dispatch) for 0.4 ms of tensor work.
 :class:`LeanRunner` is a :class:`~hsd.runner.Runner` that computes the same function with a handful of tensor
-operations per layer, on the model's own parameters (read, never copied or changed), with its keys and values in
-one preallocated buffer per layer. The rotary tables come from the model's own ``rotary_emb`` module, so every
+operations per layer, on the model's own parameters (read, never changed; for a drafter of at most ``FUSE_LIMIT``
+parameters the q/k/v and gate/up matrices are also joined into a copy), with its keys and values in one
+preallocated buffer per layer. The rotary tables come from the model's own ``rotary_emb`` module, so every
 position-only RoPE variant (default, linear, Llama 3, YaRN) is the model's.
 
 Only the drafter takes this path. Losslessness never depends on how the drafter computes its distribution (the
@@ -30,6 +31,7 @@ from .runner import Runner, Snapshot
 # The causal-LM classes whose forward is embed -> (RMSNorm, attention with RoPE, RMSNorm, SwiGLU) x L -> RMSNorm -> head.
 ARCHITECTURES = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"}
 ROPE_TYPES = {"default", "linear", "llama3", "yarn"}  # cos/sin depend on the position only
+FUSE_LIMIT = 50_000_000  # parameters: up to this size a drafter's projections are joined (a copy), beyond it read
 
 
 def lean_unsupported(model: Model) -> str | None:
@@ -74,22 +76,44 @@ def _layer_types(cfg) -> list[str]:
 
 
 class _Layer:
-    """One decoder layer's parameters and attention shape, read from the model's modules."""
+    """One decoder layer's weights and attention shape, read from the model's modules. A small model's q/k/v and
+    gate/up projections are also joined into one matrix each (a copy of at most ``FUSE_LIMIT`` parameters in
+    all): one matrix product instead of three, then two."""
 
-    def __init__(self, layer, window: int | None):
+    def __init__(self, layer, window: int | None, fuse: bool):
         attn, mlp = layer.self_attn, layer.mlp
         self.norm1, self.norm1_eps = layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon
         self.norm2, self.norm2_eps = layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon
-        self.q, self.k, self.v, self.o = attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj
-        self.gate, self.up, self.down = mlp.gate_proj, mlp.up_proj, mlp.down_proj
         self.head_dim, self.scaling = attn.head_dim, attn.scaling
         self.heads = attn.q_proj.out_features // attn.head_dim
         self.kv_heads = attn.k_proj.out_features // attn.head_dim
         self.window = window
+        qkv = (attn.q_proj, attn.k_proj, attn.v_proj)
+        self.o = attn.o_proj.weight
+        self.down = mlp.down_proj.weight
+        if fuse:
+            self.qkv = [(torch.cat([p.weight.detach() for p in qkv]),
+                         None if qkv[0].bias is None else torch.cat([p.bias.detach() for p in qkv]))]
+            self.gate_up = [torch.cat((mlp.gate_proj.weight.detach(), mlp.up_proj.weight.detach()))]
+        else:
+            self.qkv = [(p.weight, p.bias) for p in qkv]
+            self.gate_up = [mlp.gate_proj.weight, mlp.up_proj.weight]
+        self.intermediate = mlp.gate_proj.out_features
+
+    def project_qkv(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.cat([F.linear(h, w, b) for w, b in self.qkv], -1) if len(self.qkv) > 1 else \
+            F.linear(h, *self.qkv[0])
+
+    def mlp(self, h: torch.Tensor) -> torch.Tensor:
+        if len(self.gate_up) > 1:
+            gate, up = (F.linear(h, w) for w in self.gate_up)
+        else:
+            gate, up = F.linear(h, self.gate_up[0]).split(self.intermediate, -1)
+        return F.linear(F.silu(gate) * up, self.down)
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)  # x * rsqrt(mean(x^2) + eps) * weight, as LlamaRMSNorm
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -124,7 +148,8 @@ class LeanRunner(Runner):
         cfg = net.config
         types = _layer_types(cfg)
         window = getattr(cfg, "sliding_window", None)
-        self._layers = [_Layer(layer, window if kind == "sliding_attention" else None)
+        fuse = sum(p.numel() for p in net.parameters()) <= FUSE_LIMIT
+        self._layers = [_Layer(layer, window if kind == "sliding_attention" else None, fuse)
                         for layer, kind in zip(net.model.layers, types)]
         self._embed, self._head = net.model.embed_tokens.weight, net.lm_head.weight
         self._norm, self._norm_eps = net.model.norm.weight, net.model.norm.variance_epsilon
@@ -167,13 +192,14 @@ class LeanRunner(Runner):
         x = F.embedding(tokens, self._embed)
         cos, sin = self._cos[start:end], self._sin[start:end]
         q_pos = torch.arange(start, end)
+        cos, sin = cos[:, None, :], sin[:, None, :]  # [m, 1, d]: every head of a position
         for i, layer in enumerate(self._layers):
-            d = layer.head_dim
+            d, nq, nkv = layer.head_dim, layer.heads, layer.kv_heads
             h = _rms(x, layer.norm1, layer.norm1_eps)
-            q = layer.q(h).view(b, m, layer.heads, d).transpose(1, 2)
-            k = layer.k(h).view(b, m, layer.kv_heads, d).transpose(1, 2)
-            v = layer.v(h).view(b, m, layer.kv_heads, d).transpose(1, 2)
-            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+            qkv = layer.project_qkv(h).view(b, m, nq + 2 * nkv, d)
+            qk = _rotate(qkv[:, :, : nq + nkv], cos, sin)  # queries and keys rotated together
+            q, k = qk[:, :, :nq].transpose(1, 2), qk[:, :, nq:].transpose(1, 2)
+            v = qkv[:, :, nq + nkv:].transpose(1, 2)
             first = 0 if layer.window is None else max(0, start - layer.window + 1)
             if write:
                 self.keys[i][:, :, start:end] = k
@@ -187,9 +213,8 @@ class LeanRunner(Runner):
                 values = values.repeat_interleave(layer.heads // layer.kv_heads, 1)
             mask = None if m == 1 else _mask(q_pos, torch.arange(first, end), layer.window)
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=layer.scaling)
-            x = x + layer.o(out.transpose(1, 2).reshape(b, m, layer.heads * d))
-            h = _rms(x, layer.norm2, layer.norm2_eps)
-            x = x + layer.down(F.silu(layer.gate(h)) * layer.up(h))
+            x = x + F.linear(out.transpose(1, 2).reshape(b, m, nq * d), layer.o)
+            x = x + layer.mlp(_rms(x, layer.norm2, layer.norm2_eps))
         return x
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -8,6 +8,8 @@ transformers' :class:`Runner` side by side; every logit row must agree to float3
 """
 
 import copy
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -117,3 +119,20 @@ def test_the_drafter_drafts_on_the_lean_runner_and_greedy_output_is_the_targets(
     for algorithm in ("slem", "tli"):
         out = hsd.generate(pair, prompt, algorithm=algorithm, max_new_tokens=40, temperature=0.0)
         assert out.text == ar.text, algorithm
+
+
+def test_lean_drafter_benchmark_runs_every_setting_and_greedy_outputs_agree(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import drafter_pair
+    import lean_drafter
+
+    out = lean_drafter.main(["--prompts", "1", "--max-new-tokens", "10", "--json", str(tmp_path / "lean.json")])
+    assert len(out["settings"]) == len(drafter_pair.SETTINGS)
+    assert set(out["forward_ms"]) == {"drafter", "drafter-bytes"}
+    for row in out["settings"]:
+        assert row["tps"]["ar"] > 0 and row["tps"]["lean"] > 0
+        if row["temperature"] == 0:  # both are the target's greedy text
+            assert row["same_output"] == 1, row
+    assert json.loads((tmp_path / "lean.json").read_text())["settings"] == out["settings"]
