@@ -196,8 +196,8 @@ def cost_table(pairs: dict, machine: str) -> tuple[str, dict]:
 def table(rows, machine: str, args) -> str:
     lines = [f"Measured with `python benchmarks/pair_goals.py` on {time.strftime('%Y-%m-%d')}: {machine}; "
              f"{args.prompts} held-out code prompts x {args.max_new_tokens} new tokens, "
-             + ("the lookahead of each row (and, when sampling, whether the drafter drafts greedily) chosen on 4 "
-                f"other held-out prompts, the fastest of k = {', '.join(map(str, AUTO_LOOKAHEADS))} and up to 12 "
+             + ("the lookahead of each row (and, when sampling, whether the drafter drafts greedily) chosen on "
+                f"{getattr(args, 'calibration_prompts', CALIBRATION)} other held-out prompts, the fastest of k = {', '.join(map(str, AUTO_LOOKAHEADS))} and up to 12 "
                 "stopping after a drafted token the drafter gives less than 0.5 or 0.7 (SD, SLEM, TLI), "
                 if args.lookahead == "auto" else f"lookahead {args.lookahead}, ")
              + "AR and the algorithm alternating prompt by prompt in one run.", "",
@@ -263,7 +263,11 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--lookahead", default="5",
                     help="drafted tokens per round (SLRS: target positions), or 'auto': for each goal the fastest of "
-                         f"{AUTO_LOOKAHEADS} on the last {CALIBRATION} prompts of the set, which are never measured")
+                         f"{AUTO_LOOKAHEADS} on the last --calibration-prompts prompts of the set, which are never "
+                         "measured")
+    ap.add_argument("--calibration-prompts", type=int, default=CALIBRATION,
+                    help=f"--lookahead auto: how many of the last prompts calibrate (default {CALIBRATION}; more is "
+                         "slower and closer to the measured prompts' mix of easy and hard code)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--write-cards", action="store_true", help="fill the target card's hsd-engine block")
     ap.add_argument("--json", default=None, help="also write every number here")
@@ -298,10 +302,13 @@ def main(argv=None) -> int:
         args.lookahead = int(args.lookahead)
     torch.set_num_threads(args.threads)
     every = load_prompts("code")
-    if args.lookahead == "auto" and args.prompts > len(every) - CALIBRATION:
-        ap.error(f"--lookahead auto keeps the last {CALIBRATION} of the {len(every)} code prompts for calibration: "
-                 f"--prompts at most {len(every) - CALIBRATION}")
-    prompts, calibration = every[:args.prompts], every[-CALIBRATION:]
+    n_cal = args.calibration_prompts
+    if args.lookahead == "auto" and not 1 <= n_cal < len(every):
+        ap.error(f"--calibration-prompts: between 1 and {len(every) - 1}, not {n_cal}")
+    if args.lookahead == "auto" and args.prompts > len(every) - n_cal:
+        ap.error(f"--lookahead auto keeps the last {n_cal} of the {len(every)} code prompts for calibration: "
+                 f"--prompts at most {len(every) - n_cal}")
+    prompts, calibration = every[:args.prompts], every[-n_cal:]
     out = {}
     folder = Path(args.pair)
     target = args.target or folder / "target"
@@ -364,7 +371,7 @@ def main(argv=None) -> int:
     out["speed"] = rows
     out["machine"] = machine
     out["settings"] = dict(prompts=args.prompts, quality_prompts=out.get("quality_prompts"), max_new_tokens=args.max_new_tokens, lookahead=args.lookahead,
-                           target=str(target))
+                           calibration_prompts=args.calibration_prompts, target=str(target))
     if args.write_cards or args.costs:
         out["costs_text"], out["costs"] = cost_table(pairs, machine)
         print(out["costs_text"])

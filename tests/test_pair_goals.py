@@ -130,3 +130,16 @@ def test_oracle_ceiling_bounds_the_goals_with_measured_costs(tmp_path):
         if r["temperature"] == 0.0:
             assert r["oracle_acceptance"] == 1.0
         assert 0.0 <= r["oracle_acceptance"] <= 1.0
+
+
+def test_calibration_prompts_never_overlap_the_measured_ones_and_the_card_names_how_many(capsys):
+    from argparse import Namespace
+
+    n = len(pair_goals.load_prompts("code"))
+    for bad in (["--prompts", str(n - 7), "--calibration-prompts", "8"], ["--calibration-prompts", "0"]):
+        with pytest.raises(SystemExit):
+            pair_goals.main(["--skip-bpc", "--skip-quality", "--lookahead", "auto", *bad])
+    assert "calibration" in capsys.readouterr().err
+    text = pair_goals.table([], "a machine", Namespace(prompts=8, max_new_tokens=128, lookahead="auto",
+                                                       calibration_prompts=12))
+    assert "chosen on 12 other held-out prompts" in text
