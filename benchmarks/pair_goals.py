@@ -197,7 +197,8 @@ def table(rows, machine: str, args) -> str:
     lines = [f"Measured with `python benchmarks/pair_goals.py` on {time.strftime('%Y-%m-%d')}: {machine}; "
              f"{args.prompts} held-out code prompts x {args.max_new_tokens} new tokens, "
              + ("the lookahead of each row (and, when sampling, whether the drafter drafts greedily) chosen on "
-                f"{getattr(args, 'calibration_prompts', CALIBRATION)} other held-out prompts, the fastest of k = {', '.join(map(str, AUTO_LOOKAHEADS))} and up to 12 "
+                f"{args.calibration_prompts} other held-out prompts, the fastest of k = "
+                f"{', '.join(map(str, AUTO_LOOKAHEADS))} and up to 12 "
                 "stopping after a drafted token the drafter gives less than 0.5 or 0.7 (SD, SLEM, TLI), "
                 if args.lookahead == "auto" else f"lookahead {args.lookahead}, ")
              + "AR and the algorithm alternating prompt by prompt in one run.", "",

@@ -190,9 +190,8 @@ class LeanRunner(Runner):
         end = start + m
         self._reserve(end)
         x = F.embedding(tokens, self._embed)
-        cos, sin = self._cos[start:end], self._sin[start:end]
+        cos, sin = self._cos[start:end, None, :], self._sin[start:end, None, :]  # [m, 1, d]: every head of a position
         q_pos = torch.arange(start, end)
-        cos, sin = cos[:, None, :], sin[:, None, :]  # [m, 1, d]: every head of a position
         for i, layer in enumerate(self._layers):
             d, nq, nkv = layer.head_dim, layer.heads, layer.kv_heads
             h = _rms(x, layer.norm1, layer.norm1_eps)
@@ -208,9 +207,8 @@ class LeanRunner(Runner):
             else:
                 keys = torch.cat((self.keys[i][:, :, first:start].expand(b, -1, -1, -1), k), 2)
                 values = torch.cat((self.values[i][:, :, first:start].expand(b, -1, -1, -1), v), 2)
-            if layer.heads != layer.kv_heads:
-                keys = keys.repeat_interleave(layer.heads // layer.kv_heads, 1)
-                values = values.repeat_interleave(layer.heads // layer.kv_heads, 1)
+            if nq != nkv:
+                keys, values = keys.repeat_interleave(nq // nkv, 1), values.repeat_interleave(nq // nkv, 1)
             mask = None if m == 1 else _mask(q_pos, torch.arange(first, end), layer.window)
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=layer.scaling)
             x = x + F.linear(out.transpose(1, 2).reshape(b, m, nq * d), layer.o)
