@@ -1,6 +1,7 @@
-"""Make a trained decoder deeper without changing what it computes, then keep training it.
+"""Make a trained decoder deeper or its MLPs wider without changing what it computes, then keep training it.
 
     python scripts/train_pair.py grow --from assets/tiny-code/target --layers 16 --out /work/deep/target
+    python scripts/train_pair.py grow --from assets/tiny-code/drafter --intermediate 1024 --out /work/wide/drafter
 
 Issue 13 asks for the target and drafter shapes that give the best speedup on a 2-core CPU. There a
 decoding step costs about 1 ms per layer whatever the width (``benchmarks/shapes.py``), so the
@@ -14,6 +15,13 @@ nothing to the residual stream, so the grown model's logits equal the original's
 sample before writing). The copies keep the original's query, key, value, gate and up weights, so
 their gradients are not zero and training makes them useful from the first step. Cache indices
 (``self_attn.layer_idx``) and per-layer config lists (``layer_types``) are renumbered.
+
+``--intermediate N`` widens every MLP instead (or as well): each layer gets ``N - n`` new hidden units
+whose gate and up rows are drawn like the layer's own (normal, the standard deviation of its existing
+rows; seeded) and whose ``down_proj`` columns are zero, so they add nothing until training moves those
+columns, and the gradient reaches them from the first step (it is the new units' activations times the
+gradient of the layer's output). A drafter's agreement with the target is bounded by its size
+(``docs/embedded-pair.md``), and on a CPU a wider MLP costs less per step than another layer.
 
 The folder written is a complete model directory (weights in float16, like the shipped ones, config
 dtype float32, the tokenizer) and a ``train_log.json`` beside it carrying the original's totals, so
@@ -91,6 +99,38 @@ def grow_depth(model, layers: int):
 
 
 @torch.no_grad()
+def widen_mlp(model, intermediate: int, seed: int = 0):
+    """A new model whose MLPs have ``intermediate`` hidden units, computing the same function as ``model``
+    (left as is): new gate/up rows random, new down_proj columns zero."""
+    old = model.config.intermediate_size
+    if intermediate <= old:
+        raise SystemExit(f"grow: the MLPs already have {old} hidden units; ask for more than that")
+    gen = torch.Generator().manual_seed(seed)
+    wide = copy.deepcopy(model)
+    extra = intermediate - old
+    for layer in decoder_layers(wide):
+        mlp = getattr(layer, "mlp", None)
+        if mlp is None or not all(hasattr(mlp, n) for n in ("gate_proj", "up_proj", "down_proj")):
+            raise SystemExit("grow: --intermediate needs gated MLPs (gate_proj, up_proj, down_proj)")
+        if any(getattr(getattr(mlp, n), "bias", None) is not None for n in ("gate_proj", "up_proj", "down_proj")):
+            raise SystemExit("grow: --intermediate handles bias-free MLPs only")
+        for name in ("gate_proj", "up_proj"):
+            lin = getattr(mlp, name)
+            w = lin.weight
+            new = torch.randn(extra, w.shape[1], generator=gen, dtype=torch.float32) * w.float().std()
+            lin.weight = torch.nn.Parameter(torch.cat([w, new.to(w.dtype)], 0))
+            lin.out_features = intermediate
+        down = mlp.down_proj
+        w = down.weight
+        down.weight = torch.nn.Parameter(torch.cat([w, w.new_zeros(w.shape[0], extra)], 1))
+        down.in_features = intermediate
+        if hasattr(mlp, "intermediate_size"):
+            mlp.intermediate_size = intermediate
+    wide.config.intermediate_size = intermediate
+    return wide
+
+
+@torch.no_grad()
 def max_logit_difference(a, b, ids: torch.Tensor) -> float:
     return (a(input_ids=ids).logits - b(input_ids=ids).logits).abs().max().item()
 
@@ -100,7 +140,9 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--from", dest="src", default=str(ROOT / "assets" / "tiny-code" / "target"),
                     help="the model folder to grow (default: the shipped target)")
-    ap.add_argument("--layers", type=int, required=True, help="decoder layers of the grown model")
+    ap.add_argument("--layers", type=int, default=None, help="decoder layers of the grown model")
+    ap.add_argument("--intermediate", type=int, default=None, help="hidden units of every MLP of the grown model")
+    ap.add_argument("--seed", type=int, default=0, help="draws the new MLP units' gate and up rows")
     ap.add_argument("--out", required=True, help="folder to write the grown model into")
     args = ap.parse_args(argv)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -108,6 +150,8 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT / "scripts"))
     from train_pair import save_model_dir
 
+    if args.layers is None and args.intermediate is None:
+        ap.error("say how to grow: --layers N (deeper), --intermediate N (wider MLPs), or both")
     src, out = Path(args.src), Path(args.out)
     if out.resolve() == src.resolve():
         raise SystemExit("grow: --out must differ from --from")
@@ -119,7 +163,11 @@ def main(argv=None) -> int:
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(p.half().float())
-    grown, after = grow_depth(model, args.layers)
+    grown, after = model, []
+    if args.layers is not None:
+        grown, after = grow_depth(grown, args.layers)
+    if args.intermediate is not None:
+        grown = widen_mlp(grown, args.intermediate, seed=args.seed)
     save_model_dir(grown, tok, out)
     check = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
     ids = torch.randint(0, model.config.vocab_size, (2, 64), generator=torch.Generator().manual_seed(0))
@@ -130,14 +178,19 @@ def main(argv=None) -> int:
     # totals so far (if the source has them), for resume --init, and the growth, for the model card
     run = json.loads(log.read_text()) if log.is_file() else {}
     before = run.get(src.name, {}).get("totals", {}).get("tokens")
-    run.setdefault("grown", []).append(dict(source=str(src), layers_before=len(decoder_layers(model)),
-                                            layers_after=args.layers, new_layer_after=after, tokens_before=before))
+    step = dict(source=str(src), layers_before=len(decoder_layers(model)), layers_after=len(decoder_layers(grown)),
+                new_layer_after=after, tokens_before=before)
+    if args.intermediate is not None:
+        step.update(intermediate_before=model.config.intermediate_size, intermediate_after=args.intermediate,
+                    seed=args.seed)
+    run.setdefault("grown", []).append(step)
     (out.parent / "train_log.json").write_text(json.dumps(run, indent=1) + "\n")
     corpus = src.parent / "corpus.json"
     if corpus.is_file() and not (out.parent / "corpus.json").exists():
         shutil.copy(corpus, out.parent / "corpus.json")
-    print(f"grew {src} from {len(decoder_layers(model))} to {args.layers} layers into {out} "
-          f"(new layers after layers {after}); max logit difference {diff:.1e}")
+    shape = lambda m: f"{len(decoder_layers(m))} layers, MLP {m.config.intermediate_size}"  # noqa: E731
+    print(f"grew {src} from {shape(model)} to {shape(grown)} into {out}"
+          + (f" (new layers after layers {after})" if after else "") + f"; max logit difference {diff:.1e}")
     return 0
 
 

@@ -82,6 +82,20 @@ def finetune_lines(segments: list[dict], blends: list[dict]) -> list[str]:
             "itself; these steps trade a little held-out loss for text that does not.", "", *lines, ""]
 
 
+def grown_line(g: dict) -> str:
+    """The card's line for one ``train_pair.py grow`` step (deeper, wider MLPs, or both)."""
+    parts = []
+    if g["layers_after"] != g["layers_before"]:
+        parts.append(f"from {g['layers_before']} to {g['layers_after']} layers (a copy of a layer with zero output "
+                     f"projections inserted after each of layers {', '.join(map(str, g['new_layer_after']))})")
+    if g.get("intermediate_after"):
+        parts.append(f"from {g['intermediate_before']} to {g['intermediate_after']} MLP units (new units with zero "
+                     "down-projection columns)")
+    return (f"Grown {' and '.join(parts)} by `scripts/train_pair.py grow`: the same function at first, then "
+            "trained on" + (f", after {g['tokens_before']:,} tokens." if g.get("tokens_before") else "."))
+
+
+
 def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> None:
     m, totals, man = rec, rec["totals"], rec["manifest"]
     n_pkgs = len(man["packages"])
@@ -119,11 +133,7 @@ def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> Non
                   f"{g['batch']} x {m['hyper']['seq']} tokens, peak learning rate {g.get('peak_lr', m['hyper']['lr'])}"
                   for g in m.get("segments", []) if g.get("batch")) + ".", "",
         *history_rows(totals), "",
-        *[f"Grown from {g['layers_before']} to {g['layers_after']} layers by `scripts/train_pair.py grow` (a copy "
-          "of a layer with zero output projections inserted after each of layers "
-          f"{', '.join(map(str, g['new_layer_after']))}: the same function at first, then trained on)"
-          + (f", after {g['tokens_before']:,} tokens." if g.get("tokens_before") else ".")
-          for g in m.get("grown") or []],
+        *[grown_line(g) for g in m.get("grown") or []],
         *([""] if m.get("grown") else []),
         "## Held-out loss (stored float16 weights, run in float32)", "",
         "| held-out text | nats/token | bits/char |", "|---|---|---|",

@@ -88,3 +88,42 @@ def test_the_shipped_drafter_grows_and_passes_the_exactness_check(tmp_path):
     out = tmp_path / "deeper" / "drafter"
     assert grow.main(["--from", str(ROOT / "assets" / "tiny-code" / "drafter"), "--layers", "3", "--out", str(out)]) == 0
     assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 3
+
+
+def test_wider_mlps_keep_the_logits_and_learn(tok):
+    model = tiny_llama(tok, seed=5, layers=2)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    old = model.config.intermediate_size
+    wide = grow.widen_mlp(model, old + 24, seed=1)
+    assert wide.config.intermediate_size == old + 24 and model.config.intermediate_size == old
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # the original is untouched
+    mlp = wide.model.layers[1].mlp
+    assert mlp.gate_proj.weight.shape[0] == old + 24 and mlp.down_proj.weight.shape[1] == old + 24
+    assert mlp.up_proj.weight[old:].abs().sum() > 0 and not mlp.down_proj.weight[:, old:].any()
+    ids = _ids(model.config.vocab_size)
+    assert grow.max_logit_difference(model, wide, ids) < 1e-5
+    wide.train()
+    wide(input_ids=ids, labels=ids).loss.backward()
+    assert mlp.down_proj.weight.grad[:, old:].abs().sum() > 0  # the new units start learning at once
+    with pytest.raises(SystemExit, match="already have"):
+        grow.widen_mlp(model, old)
+
+
+def test_grow_cli_widens_and_records_it(tmp_path, tok):
+    from train_pair import save_model_dir
+
+    src = tmp_path / "pair" / "drafter"
+    save_model_dir(tiny_llama(tok, seed=6, layers=2), tok, src)
+    (tmp_path / "pair" / "train_log.json").write_text(json.dumps({"drafter": {"totals": {"tokens": 1234}}}))
+    out = tmp_path / "wide" / "drafter"
+    assert grow.main(["--from", str(src), "--intermediate", "96", "--out", str(out)]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["intermediate_size"] == 96
+    step = json.loads((out.parent / "train_log.json").read_text())["grown"][0]
+    assert step["intermediate_after"] == 96 and step["tokens_before"] == 1234 and step["layers_after"] == 2
+    import model_card
+
+    line = model_card.grown_line(step)
+    assert "to 96 MLP units" in line and "layers" not in line and "1,234 tokens" in line
+    with pytest.raises(SystemExit):
+        grow.main(["--from", str(src), "--out", str(tmp_path / "x")])
