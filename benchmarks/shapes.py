@@ -17,9 +17,10 @@ the target (an upper bound: it ignores the algorithm's own per-round work, retok
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/shapes.py --folders assets/tiny-code/drafter CANDIDATE ...
 
-measures model folders instead (trained or not: ``scripts/gpu_drafters.py fresh`` makes untrained ones), one
-cached step each in turn, ``--rounds`` times: the median of each round's steps, then the median and the range over
-rounds. Interleaving matters on a shared VM, where a step's time moves by up to 2x from one minute to the next.
+measures model folders instead (trained or not: ``scripts/gpu_drafters.py fresh`` makes untrained ones) through
+the runner hsd drafts with (the lean forward of ``hsd/lean.py`` where it is exact), one cached step each in turn, ``--rounds`` times: the median of each round's steps, then the median and the range over
+rounds; ``--after TARGET`` adds each model's first step after a forward of that target, what a round's first
+drafter step costs (the step column is then the second step after it, as a round's next drafter steps are). Interleaving matters on a shared VM, where a step's time moves by up to 2x from one minute to the next.
 The per-layer rule holds while the weights stay in the caches: past a few MB of float32 weights a step costs
 about what reading them costs (on the 2-core EPYC, 2 x 384 took twice the step of 2 x 192).
 """
@@ -69,31 +70,55 @@ def costs(m, context: int, reps: int) -> tuple[float, float]:
 
 
 @torch.no_grad()
-def folder_costs(folders: list[str], context: int, reps: int, rounds: int) -> None:
-    """Interleaved cached-step times of model folders, printed as a table."""
+def folder_costs(folders: list[str], context: int, reps: int, rounds: int, after: str | None = None) -> None:
+    """Interleaved cached-step times of model folders through the runner hsd drafts with (``drafter_runner``: the
+    lean forward where it computes the model exactly, transformers' otherwise), printed as a table. ``after``: a
+    target folder; each model's first step after one of its 3-token forwards is timed too (a round's first drafter
+    step follows a verification that pushed the drafter's weights out of the caches)."""
     import statistics
 
-    from transformers import AutoModelForCausalLM, DynamicCache
+    from hsd.lean import drafter_runner
+    from hsd.loading import load_model
 
-    models = {f: AutoModelForCausalLM.from_pretrained(f, dtype=torch.float32).eval() for f in folders}
+    models = {f: load_model(f, device="cpu", dtype="float32") for f in folders}
+    target = None
+    if after:
+        from hsd.runner import Runner
+
+        target = Runner(load_model(after, device="cpu", dtype="float32"))
+        target.forward(list(range(4, 4 + context)))
     times: dict[str, list[float]] = {f: [] for f in folders}
+    cold: dict[str, list[float]] = {f: [] for f in folders}
+    kinds = {}
     for _ in range(rounds):
         for f, m in models.items():
-            ids = torch.randint(4, m.config.vocab_size, (1, context + reps))
-            cache = DynamicCache(config=m.config)
-            m(input_ids=ids[:, :context], past_key_values=cache, use_cache=True)
-            steps = []
+            ids = torch.randint(4, m.n_logits, (context + reps,)).tolist()
+            runner = drafter_runner(m)
+            kinds[f] = "lean" if type(runner).__name__ == "LeanRunner" else "transformers"
+            runner.forward(ids[:context])
+            steps, firsts = [], []
             for i in range(context, context + reps):
+                if target is not None:
+                    target.forward([5, 6, 7], keep=3)
+                    target.crop(context)
+                    t0 = time.perf_counter()
+                    runner.forward([ids[i]])
+                    firsts.append(time.perf_counter() - t0)
+                    runner.crop(context)
                 t0 = time.perf_counter()
-                m(input_ids=ids[:, i:i + 1], past_key_values=cache, use_cache=True)
+                runner.forward([ids[i]])
                 steps.append(time.perf_counter() - t0)
             times[f].append(statistics.median(steps) * 1e3)
-    print("| model | layers x hidden | params | step ms, median of rounds | range over rounds |")
-    print("|---|---|---|---|---|")
+            if firsts:
+                cold[f].append(statistics.median(firsts) * 1e3)
+    extra = " first step after a target forward, median |" if target is not None else ""
+    print(f"| model | layers x hidden (MLP) | params | runner | step ms, median of rounds | range over rounds |{extra}")
+    print("|---|---|---|---|---|---|" + ("---|" if target is not None else ""))
     for f, m in models.items():
-        t = times[f]
-        print(f"| {f} | {m.config.num_hidden_layers} x {m.config.hidden_size} | "
-              f"{sum(p.numel() for p in m.parameters()):,} | {statistics.median(t):.2f} | {min(t):.2f}-{max(t):.2f} |")
+        t, cfg = times[f], m.model.config
+        print(f"| {f} | {cfg.num_hidden_layers} x {cfg.hidden_size} ({cfg.intermediate_size}) | "
+              f"{sum(p.numel() for p in m.model.parameters()):,} | {kinds[f]} | {statistics.median(t):.2f} | "
+              f"{min(t):.2f}-{max(t):.2f} |" + (f" {statistics.median(cold[f]):.2f} |" if target is not None else ""))
 
 
 def main(argv=None) -> int:
@@ -105,6 +130,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lookahead", type=int, default=5)
     ap.add_argument("--folders", nargs="+", default=None, help="measure these model folders instead, interleaved")
     ap.add_argument("--rounds", type=int, default=8, help="--folders: rounds of --reps steps per model")
+    ap.add_argument("--after", default=None, metavar="TARGET",
+                    help="--folders: also time each model's first step after a 3-token forward of this target")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     from hsd.bench import machine_info, machine_line
@@ -112,7 +139,7 @@ def main(argv=None) -> int:
     if args.folders:
         print(f"machine: {machine_line(machine_info(None))}; {args.threads} torch thread(s), float32, "
               f"context {args.context}, {args.rounds} rounds of {args.reps} steps")
-        folder_costs(args.folders, args.context, args.reps, args.rounds)
+        folder_costs(args.folders, args.context, args.reps, args.rounds, args.after)
         return 0
 
     print(f"machine: {machine_line(machine_info(None))}; {args.threads} torch thread(s), float32, "

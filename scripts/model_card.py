@@ -84,15 +84,16 @@ def finetune_lines(segments: list[dict], blends: list[dict]) -> list[str]:
 
 def grown_line(g: dict) -> str:
     """The card's line for one ``train_pair.py grow`` step (deeper, wider MLPs, or both)."""
-    parts = []
+    what, how = [], []
     if g["layers_after"] != g["layers_before"]:
-        parts.append(f"from {g['layers_before']} to {g['layers_after']} layers (a copy of a layer with zero output "
-                     f"projections inserted after each of layers {', '.join(map(str, g['new_layer_after']))})")
+        what.append(f"from {g['layers_before']} to {g['layers_after']} layers")
+        how.append("a copy of a layer with zero output projections inserted after each of layers "
+                   f"{', '.join(map(str, g['new_layer_after']))}")
     if g.get("intermediate_after"):
-        parts.append(f"from {g['intermediate_before']} to {g['intermediate_after']} MLP units (new units with zero "
-                     "down-projection columns)")
-    return (f"Grown {' and '.join(parts)} by `scripts/train_pair.py grow`: the same function at first, then "
-            "trained on" + (f", after {g['tokens_before']:,} tokens." if g.get("tokens_before") else "."))
+        what.append(f"from {g['intermediate_before']} to {g['intermediate_after']} MLP units")
+        how.append("new units with zero down-projection columns")
+    return (f"Grown {' and '.join(what)} by `scripts/train_pair.py grow` ({'; '.join(how)}: the same function at "
+            "first, then trained on)" + (f", after {g['tokens_before']:,} tokens." if g.get("tokens_before") else "."))
 
 
 

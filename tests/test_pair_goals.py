@@ -82,13 +82,14 @@ def test_shapes_measures_model_folders_interleaved(capsys):
 
     assets = Path(__file__).resolve().parent.parent / "assets" / "tiny-code"
     assert shapes.main(["--folders", str(assets / "drafter"), str(assets / "drafter-bytes"), "--rounds", "2",
-                        "--reps", "3", "--context", "8"]) == 0
+                        "--reps", "3", "--context", "8", "--after", str(assets / "target")]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {assets}")]
-    assert [r.split(" | ")[1] for r in rows] == ["2 x 192", "2 x 128"]
+    assert [r.split(" | ")[1] for r in rows] == ["2 x 192 (512)", "2 x 128 (352)"]
     for r in rows:
-        median, spread = float(r.split(" | ")[3]), r.split(" | ")[4].rstrip(" |")
-        low, high = map(float, spread.split("-"))
-        assert 0 < low <= median <= high
+        cells = r.rstrip(" |").split(" | ")
+        assert cells[3] == "lean"  # what the engine drafts with on a CPU
+        median, (low, high), first = float(cells[4]), map(float, cells[5].split("-")), float(cells[6])
+        assert 0 < low <= median <= high and first > 0
 
 
 def test_oracle_rounds_stop_at_the_first_miss_and_at_a_doubtful_position():
