@@ -18,9 +18,11 @@ the target (an upper bound: it ignores the algorithm's own per-round work, retok
     OMP_WAIT_POLICY=PASSIVE python benchmarks/shapes.py --folders assets/tiny-code/drafter CANDIDATE ...
 
 measures model folders instead (trained or not: ``scripts/gpu_drafters.py fresh`` makes untrained ones) through
-the runner hsd drafts with (the lean forward of ``hsd/lean.py`` where it is exact), one cached step each in turn, ``--rounds`` times: the median of each round's steps, then the median and the range over
-rounds; ``--after TARGET`` adds each model's first step after a forward of that target, what a round's first
-drafter step costs (the step column is then the second step after it, as a round's next drafter steps are). Interleaving matters on a shared VM, where a step's time moves by up to 2x from one minute to the next.
+the runner hsd drafts with (the lean forward of ``hsd/lean.py`` where it is exact), one cached step each in turn,
+``--rounds`` times: the median of each round's steps, then the median and the range over rounds. ``--after TARGET``
+adds each model's first step after a forward of that target, what a round's first drafter step costs (the step
+column is then the second step after it, as a round's next drafter steps are). Interleaving matters on a shared
+VM, where a step's time moves by up to 2x from one minute to the next.
 The per-layer rule holds while the weights stay in the caches: past a few MB of float32 weights a step costs
 about what reading them costs (on the 2-core EPYC, 2 x 384 took twice the step of 2 x 192).
 """
@@ -77,7 +79,7 @@ def folder_costs(folders: list[str], context: int, reps: int, rounds: int, after
     step follows a verification that pushed the drafter's weights out of the caches)."""
     import statistics
 
-    from hsd.lean import drafter_runner
+    from hsd.lean import LeanRunner, drafter_runner
     from hsd.loading import load_model
 
     models = {f: load_model(f, device="cpu", dtype="float32") for f in folders}
@@ -94,7 +96,7 @@ def folder_costs(folders: list[str], context: int, reps: int, rounds: int, after
         for f, m in models.items():
             ids = torch.randint(4, m.n_logits, (context + reps,)).tolist()
             runner = drafter_runner(m)
-            kinds[f] = "lean" if type(runner).__name__ == "LeanRunner" else "transformers"
+            kinds[f] = "lean" if isinstance(runner, LeanRunner) else "transformers"
             runner.forward(ids[:context])
             steps, firsts = [], []
             for i in range(context, context + reps):

@@ -20,8 +20,8 @@ their gradients are not zero and training makes them useful from the first step.
 whose gate and up rows are drawn like the layer's own (normal, the standard deviation of its existing
 rows; seeded) and whose ``down_proj`` columns are zero, so they add nothing until training moves those
 columns, and the gradient reaches them from the first step (it is the new units' activations times the
-gradient of the layer's output). A drafter's agreement with the target is bounded by its size
-(``docs/embedded-pair.md``), and on a CPU a wider MLP costs less per step than another layer.
+gradient of the layer's output). It tests whether a drafter's agreement with the target is bounded by
+its size at a smaller step cost than another layer (measured: ``docs/embedded-pair.md``, *Bigger drafters*).
 
 The folder written is a complete model directory (weights in float16, like the shipped ones, config
 dtype float32, the tokenizer) and a ``train_log.json`` beside it carrying the original's totals, so
