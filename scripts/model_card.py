@@ -63,6 +63,11 @@ def distill_lines(segments: list[dict]) -> list[str]:
              f"({s['distill'].get('tokens', 0):,} tokens) written by "
              f"the target `{s['distill']['target']}` (weights {s['distill']['source']}), the rest from the corpus"
              for s in segments if s.get("distill")]
+    lines += [f"- Segment of {s['started'][:16]}: the target `{s['soft']['target']}` read {s['soft']['windows']} windows "
+              f"of each batch; at the {s['soft']['positions']:,} positions where both tokenizers cut, its next-token "
+              f"distribution, carried to the drafter token each of its tokens starts with, made "
+              f"{s['soft']['weight']:.0%} of the loss (`resume --distill-logits`, scripts/soft_labels.py)"
+              for s in segments if s.get("soft")]
     return ["Distillation: the drafter learns to write what the target writes.", "", *lines, ""] if lines else []
 
 

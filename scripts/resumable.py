@@ -579,6 +579,12 @@ def resume(args) -> int:
             spec = dict(UNLIKELIHOOD, **{k: v for k, v in (("prefix", args.unlikelihood_prefix),
                                                            ("continuation", args.unlikelihood_tokens)) if v})
             seg["unlikelihood"] = dict(spec, share=args.unlikelihood, steps=0, repeat_share=None)
+        if args.distill_logits:
+            if role != "drafter":
+                raise SystemExit("--distill-logits carries the target's distribution into another vocabulary: it is "
+                                 "for --role drafter (the byte drafter and drafter-shared are not supported)")
+            seg["soft"] = dict(target=str(args.distill_logits), weight=args.soft_weight,
+                               windows=args.soft_windows, positions=0)
         if args.peak_lr:
             seg["peak_lr"] = args.peak_lr
         if args.train_batch:
@@ -592,6 +598,7 @@ def resume(args) -> int:
     else:
         log(f"continuing the unfinished segment ({seg['steps_done']} steps, {seg['seconds_done'] / 60:.1f} min done)")
         unused = [flag for flag, given in (("--distill-from", args.distill_from), ("--distill-greedy", args.distill_greedy),
+                                           ("--distill-logits", args.distill_logits),
                                            ("--unlikelihood", args.unlikelihood), ("--peak-lr", args.peak_lr),
                                            ("--train-batch", args.train_batch)) if given]
         if unused:
@@ -622,6 +629,14 @@ def resume(args) -> int:
             source = distill_dir(work, Path(args.distill_from))
         if source is not None and (source / "heldout.jsonl").is_file():
             dist_held = pack_distill(work, role, tok, source, "heldout")[0]
+
+    soft, labeler = seg.get("soft"), None
+    if soft:
+        from soft_labels import SoftLabeler, heldout_soft_loss, soft_loss
+
+        labeler = SoftLabeler(soft["target"], tok, device, bf16=device.startswith("cuda"))
+        log(f"soft labels from {soft['target']} on {soft['windows']} windows a step, weight {soft['weight']} "
+            f"({labeler.exact} of its tokens are drafter tokens; the rest map to their first drafter piece)")
 
     stop = Stop()
 
@@ -658,10 +673,18 @@ def resume(args) -> int:
             if dist is not None:
                 x = torch.cat([dist.next_batch(), x])
             x = x.to(device)
+            if labeler is not None:  # the target reads the first windows; its labels join the text's
+                idx, y, share = labeler.labels(x[:soft["windows"]])
             with autocast_ctx(device):
                 logits = model(input_ids=x[:, :-1]).logits
             loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
                                                      x[:, 1:].reshape(-1))
+            if labeler is not None and idx.numel():
+                ls = soft_loss(logits, idx, y)
+                loss = (1 - soft["weight"]) * loss + soft["weight"] * ls
+                soft["positions"] += idx.numel()
+                soft["share"] = share if soft.get("share") is None else 0.98 * soft["share"] + 0.02 * share
+                soft["loss"] = ls.item() if soft.get("loss") is None else 0.98 * soft["loss"] + 0.02 * ls.item()
             n = x[:, 1:].numel()
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -681,11 +704,15 @@ def resume(args) -> int:
             log(f"{role}: step {state['totals']['steps']} loss {lv:.3f} (ema {ema:.3f}) lr {lr:.2e} "
                 f"{seg['tokens_done'] / max(seg['seconds_done'], 1e-9):.0f} tok/s; segment "
                 f"{seg['seconds_done'] / 60:.1f} min; total {state['totals']['tokens']:,} tokens"
+                + (f"; soft-label loss {soft['loss']:.3f} on {soft['share']:.0%} of the positions read"
+                   if soft and soft.get("loss") is not None else "")
                 + (f"; {ul['steps']} unlikelihood steps, repeated-4-gram share of greedy text "
                    f"{ul['repeat_share']:.3f}" if ul and ul["repeat_share"] is not None else ""))
             last_print = now
         if now - last_eval > args.eval_minutes * 60:
             ev = heldout_loss(model, held, None, hp["seq"], device, bf16=True, max_windows=64)
+            if labeler is not None:
+                ev["soft_label_ce"] = heldout_soft_loss(model, labeler, held, hp["seq"], device, max_windows=32)["soft_ce"]
             if dist_held is not None:
                 ev["target_text_nats_per_token"] = heldout_loss(model, dist_held, None, hp["seq"], device,
                                                                 bf16=True, max_windows=64)["nats_per_token"]
@@ -788,6 +815,17 @@ def export(args) -> int:
         log(f"{role} on the target's held-out text (nats/token): checkpoint {new['target_text_nats_per_token']}, "
             f"shipped {old['target_text_nats_per_token']}")
         better = new["target_text_nats_per_token"] < old["target_text_nats_per_token"]
+    if args.distill_logits and role == "drafter":
+        # a drafter trained on the target's distribution: score both on it, at the held-out split's aligned positions
+        from soft_labels import SoftLabeler, heldout_soft_loss
+
+        labeler = SoftLabeler(args.distill_logits, tok)
+        new["soft_label"] = heldout_soft_loss(model, labeler, held, seq, max_windows=256)
+        old["soft_label"] = heldout_soft_loss(shipped, labeler, held, seq, max_windows=256)
+        log(f"{role} against {args.distill_logits}'s soft labels on held-out text (nats per aligned position): "
+            f"checkpoint {new['soft_label']['soft_ce']}, shipped {old['soft_label']['soft_ce']} "
+            f"(the labels' entropy {new['soft_label']['entropy']})")
+        better = new["soft_label"]["soft_ce"] < old["soft_label"]["soft_ce"]
     if not better and not args.force:
         log("the checkpoint is not better than the shipped weights: nothing written (--force to write anyway)")
         return 1
@@ -933,6 +971,12 @@ def main(argv=None) -> int:
                     help="resume: windows per optimizer step in a new segment (default: the role's; a GPU "
                          "wants many more, e.g. 256)")
     ap.add_argument("--distill-mix", type=float, default=0.5, help="share of each drafter batch from target text")
+    ap.add_argument("--distill-logits", default=None, metavar="TARGET_DIR",
+                    help="resume --role drafter: a new segment also trains on TARGET_DIR's next-token distribution, "
+                         "carried into the drafter's vocabulary where both tokenizers cut (scripts/soft_labels.py)")
+    ap.add_argument("--soft-weight", type=float, default=0.8, help="--distill-logits: the soft labels' share of the loss")
+    ap.add_argument("--soft-windows", type=int, default=16,
+                    help="--distill-logits: windows of each batch the target reads (its forward is most of a step)")
     ap.add_argument("--distill-greedy", action="store_true",
                     help="resume (drafters): read only the continuations the target decoded greedily, to raise the "
                          "drafter's agreement with the target's argmax (what greedy SLEM and SLRS at T=0 accept on)")

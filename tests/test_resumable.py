@@ -300,6 +300,44 @@ def test_a_drafter_segment_can_read_only_the_greedy_continuations(distill_work):
         run("--steps", "1")
 
 
+def test_a_drafter_segment_can_learn_the_targets_distribution_across_vocabularies(distill_work, tmp_path, capsys):
+    import shutil
+
+    work_dir, target, drafter = distill_work
+    for name in ("work2", "work3"):
+        shutil.copytree(work_dir, tmp_path / name)
+    other, plain = tmp_path / "work2", tmp_path / "work3"
+
+    def run(work, *extra):
+        return _resume(work, drafter, "--role", "drafter", "--distill-logits", str(target), "--soft-windows", "4",
+                       "--soft-weight", "0.5", *extra)
+
+    assert run(work_dir, "--steps", "3") == 0
+    assert "soft labels from" in capsys.readouterr().out
+    assert run(other, "--steps", "3", "--for-steps", "1") == 0
+    assert run(other) == 0  # the unfinished segment keeps reading the target
+    assert _resume(plain, drafter, "--role", "drafter", "--steps", "3") == 0
+    a, b, c = (torch.load(w / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)
+               for w in (work_dir, other, plain))
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    assert any(not torch.equal(a["model"][k], c["model"][k]) for k in a["model"])  # the labels changed the training
+    soft = a["segments"][-1]["soft"]
+    assert soft["target"] == str(target) and soft["weight"] == 0.5 and soft["windows"] == 4
+    assert soft["positions"] == b["segments"][-1]["soft"]["positions"] > 0 and soft["loss"] > 0
+    with pytest.raises(SystemExit, match="--role drafter"):
+        _resume(work_dir, target, "--distill-logits", str(target), "--steps", "1")
+    # export scores both weights on the target's soft labels of the held-out split, and the card says how it trained
+    code = resumable.main(["export", "--role", "drafter", "--work", str(work_dir), "--out", str(drafter.parent),
+                           "--distill-logits", str(target), "--force", "--sample-tokens", "4", "--threads", "1"])
+    assert code == 0 and "soft labels on held-out text" in capsys.readouterr().out
+    scored = json.loads((drafter.parent / "train_log.json").read_text())["drafter"]["resumed"]
+    assert scored["heldout"]["soft_label"]["positions"] > 0
+    assert scored["heldout"]["soft_label"]["soft_ce"] >= scored["heldout"]["soft_label"]["entropy"] - 1e-6
+    assert "Distillation" in (drafter / "README.md").read_text()
+    assert f"the target `{target}` read 4 windows" in (drafter / "README.md").read_text()
+
+
 def test_a_segment_can_take_more_windows_per_step_and_keeps_them_when_resumed(distill_work):
     work_dir, target, drafter = distill_work
     assert _distill(work_dir, target, "--samples", "6") == 0

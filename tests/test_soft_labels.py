@@ -1,0 +1,131 @@
+"""Soft labels across vocabularies (scripts/soft_labels.py): the target's distribution, carried to the drafter's
+next token, at the positions where both tokenizers cut."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from hsd.vocab import Vocab  # noqa: E402
+
+PAIR = ROOT / "assets" / "tiny-code"
+CODE = "def add(a, b):\n    return a + b\n\n\nclass Point:\n    x: int = 0\n"
+
+
+@pytest.fixture(scope="module")
+def labeler():
+    from transformers import AutoTokenizer
+
+    from soft_labels import SoftLabeler
+
+    torch.set_num_threads(1)
+    return SoftLabeler(PAIR / "target", AutoTokenizer.from_pretrained(PAIR / "drafter"))
+
+
+def _row(labeler, *texts):
+    """Drafter ids of ``texts`` as packed files are: ``<s>`` text ``</s>`` each."""
+    tok_d = _drafter_tok()
+    out = []
+    for t in texts:
+        out += [tok_d.bos_token_id] + tok_d.encode(t, add_special_tokens=False) + [tok_d.eos_token_id]
+    return out
+
+
+def _drafter_tok():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(PAIR / "drafter")
+
+
+def test_each_target_token_maps_to_the_drafter_token_its_text_starts_with():
+    from transformers import AutoTokenizer
+
+    from soft_labels import first_piece_map
+
+    tok_t, tok_d = AutoTokenizer.from_pretrained(PAIR / "target"), _drafter_tok()
+    first, exact = first_piece_map(tok_t, tok_d)
+    vt, vd = Vocab.from_tokenizer(tok_t), Vocab.from_tokenizer(tok_d)
+    for t, b in enumerate(vt.tokens):
+        if b:
+            assert first[t] >= 0 and b.startswith(vd.tokens[first[t]]), (t, b)
+    assert first[tok_t.eos_token_id] == tok_d.eos_token_id
+    shared = {b for b in vd.tokens if b} & {b for b in vt.tokens if b}
+    ids = vd.bytes_to_id
+    # a token both vocabularies hold maps to itself whenever the drafter spells it as one token
+    for b in shared:
+        t = vt.tokens.index(b)
+        if tok_d.encode(b.decode("utf-8", "ignore"), add_special_tokens=False) == [ids[b]]:
+            assert first[t] == ids[b]
+    assert 0.8 * len(shared) <= exact <= len(shared)
+
+
+def test_labels_are_the_targets_next_token_distribution_where_both_tokenizers_cut(labeler):
+    row = _row(labeler, CODE)
+    x = torch.tensor([row[:-1]])  # <s> CODE: the window is one file
+    idx, y, share = labeler.labels(x)
+    L = x.shape[1] - 1
+    # aligned positions: exactly the drafter positions whose token ends where a target token ends
+    ends, pos = [], 0
+    for t in row[1:-1]:
+        pos += len(labeler.d_bytes[t])
+        ends.append(pos)
+    enc = labeler.tok_t(CODE, add_special_tokens=False, return_offsets_mapping=True)
+    t_ends = {o[1] for o in enc["offset_mapping"]}
+    want = [1 + k for k, e in enumerate(ends[:-1]) if e in t_ends and 1 + k < L]
+    assert idx.tolist() == want and share == pytest.approx(len(want) / L)
+    assert torch.allclose(y.sum(-1), torch.ones(len(want)), atol=1e-5)
+    # each label, recomputed from the target reading the text up to that byte on its own
+    first = labeler.first
+    for n, p in enumerate(want):
+        prefix = CODE[:ends[p - 1]]
+        ids = labeler.tok_t(prefix, add_special_tokens=False)["input_ids"]
+        if ids != enc["input_ids"][:len(ids)]:
+            continue  # the prefix alone is cut differently: not the context the window gave the target
+        with torch.no_grad():
+            probs = torch.softmax(labeler.target(input_ids=torch.tensor([ids])).logits[0, -1].float(), -1)
+        manual = torch.zeros(labeler.n_drafter)
+        for t in range(probs.numel()):
+            manual[first[t]] += probs[t]
+        assert torch.allclose(y[n], manual, atol=1e-4), p
+
+
+def test_only_the_windows_last_file_is_labelled(labeler):
+    row = _row(labeler, "import os\nprint(os.sep)\n", CODE)
+    x = torch.tensor([row[:-1]])
+    idx, y, _ = labeler.labels(x)
+    boundary = max(i for i, t in enumerate(row[:-1]) if labeler.special[t])
+    assert idx.numel() and idx.min().item() > boundary
+    alone = torch.tensor([row[boundary:-1]])  # the same file with no file before it
+    idx2, y2, _ = labeler.labels(alone)
+    assert (idx - boundary).tolist() == idx2.tolist()
+    assert torch.allclose(y, y2, atol=1e-5)
+
+
+def test_a_window_that_starts_inside_a_character_keeps_only_the_texts_labels(labeler):
+    tok_d = _drafter_tok()
+    ids = tok_d.encode("é = 'x'\n", add_special_tokens=False)
+    assert tok_d.convert_ids_to_tokens(ids[:2]) == ["<0xC3>", "<0xA9>"]
+    idx, y, share = labeler.labels(torch.tensor([ids[1:]]))  # starts with the character's second byte
+    assert idx.numel() == 0 and y.shape == (0, labeler.n_drafter) and share == 0.0
+    idx, _, _ = labeler.labels(torch.tensor([ids]))
+    assert idx.numel() > 0
+
+
+def test_the_soft_loss_is_smallest_at_the_labels(labeler):
+    from soft_labels import soft_loss
+
+    row = _row(labeler, CODE)
+    x = torch.tensor([row[:-1]])
+    idx, y, _ = labeler.labels(x)
+    L, V = x.shape[1] - 1, labeler.n_drafter
+    at_labels = torch.zeros(1, L, V)
+    at_labels.reshape(-1, V)[idx] = torch.log(y.clamp_min(1e-12))
+    uniform = torch.zeros(1, L, V)
+    entropy = -(y * torch.log(y.clamp_min(1e-12))).sum(-1).mean()
+    assert soft_loss(at_labels, idx, y) == pytest.approx(entropy.item(), abs=1e-4)
+    assert soft_loss(uniform, idx, y) > soft_loss(at_labels, idx, y)
