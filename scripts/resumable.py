@@ -37,6 +37,15 @@ drafter's choice is the target's most probable token, so a drafter spends its fe
     python scripts/train_pair.py resume --role drafter --work ~/.cache/hsd-train \
         --distill-from assets/tiny-code/target --distill-mix 0.875 --distill-greedy --peak-lr 1e-3 --minutes 30
 
+``--distill-logits TARGET_DIR`` (drafters) trains on the target's whole next-token distribution, not only on text:
+the target reads the first ``--soft-windows`` windows of each batch, and wherever a drafter token and a target
+token end at the same byte, its distribution, carried to the drafter token each target token starts with
+(``scripts/soft_labels.py``), makes ``--soft-weight`` of the loss. It needs no ``distill`` texts; ``export
+--distill-logits TARGET_DIR`` scores the checkpoint and the shipped drafter on those labels of the held-out split:
+
+    python scripts/train_pair.py resume --role drafter --work ~/.cache/hsd-train \
+        --distill-logits assets/tiny-code/target --peak-lr 5e-4 --minutes 60
+
 ``drafter-shared`` has no shipped weights to start from: its first resume initialises the drafter's
 shape with the target's tokenizer (``FRESH``), and its first export writes ``assets/tiny-code/drafter-shared``.
 
@@ -580,9 +589,9 @@ def resume(args) -> int:
                                                            ("continuation", args.unlikelihood_tokens)) if v})
             seg["unlikelihood"] = dict(spec, share=args.unlikelihood, steps=0, repeat_share=None)
         if args.distill_logits:
-            if role != "drafter":
-                raise SystemExit("--distill-logits carries the target's distribution into another vocabulary: it is "
-                                 "for --role drafter (the byte drafter and drafter-shared are not supported)")
+            if role == "target":
+                raise SystemExit("--distill-logits trains a drafter on the target's distribution: pass --role drafter, "
+                                 "drafter-bytes or drafter-shared")
             seg["soft"] = dict(target=str(args.distill_logits), weight=args.soft_weight,
                                windows=args.soft_windows, positions=0)
         if args.peak_lr:
@@ -815,7 +824,7 @@ def export(args) -> int:
         log(f"{role} on the target's held-out text (nats/token): checkpoint {new['target_text_nats_per_token']}, "
             f"shipped {old['target_text_nats_per_token']}")
         better = new["target_text_nats_per_token"] < old["target_text_nats_per_token"]
-    if args.distill_logits and role == "drafter":
+    if args.distill_logits and role != "target":
         # a drafter trained on the target's distribution: score both on it, at the held-out split's aligned positions
         from soft_labels import SoftLabeler, heldout_soft_loss
 
@@ -972,8 +981,9 @@ def main(argv=None) -> int:
                          "wants many more, e.g. 256)")
     ap.add_argument("--distill-mix", type=float, default=0.5, help="share of each drafter batch from target text")
     ap.add_argument("--distill-logits", default=None, metavar="TARGET_DIR",
-                    help="resume --role drafter: a new segment also trains on TARGET_DIR's next-token distribution, "
-                         "carried into the drafter's vocabulary where both tokenizers cut (scripts/soft_labels.py)")
+                    help="resume, a drafter role: a new segment also trains on TARGET_DIR's next-token distribution, "
+                         "carried into the drafter's vocabulary where both tokenizers cut (scripts/soft_labels.py); "
+                         "export: score the checkpoint and the shipped drafter on it")
     ap.add_argument("--soft-weight", type=float, default=0.8, help="--distill-logits: the soft labels' share of the loss")
     ap.add_argument("--soft-windows", type=int, default=16,
                     help="--distill-logits: windows of each batch the target reads (its forward is most of a step)")

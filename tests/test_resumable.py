@@ -325,7 +325,7 @@ def test_a_drafter_segment_can_learn_the_targets_distribution_across_vocabularie
     soft = a["segments"][-1]["soft"]
     assert soft["target"] == str(target) and soft["weight"] == 0.5 and soft["windows"] == 4
     assert soft["positions"] == b["segments"][-1]["soft"]["positions"] > 0 and soft["loss"] > 0
-    with pytest.raises(SystemExit, match="--role drafter"):
+    with pytest.raises(SystemExit, match="pass --role drafter"):
         _resume(work_dir, target, "--distill-logits", str(target), "--steps", "1")
     # export scores both weights on the target's soft labels of the held-out split, and the card says how it trained
     code = resumable.main(["export", "--role", "drafter", "--work", str(work_dir), "--out", str(drafter.parent),

@@ -129,3 +129,27 @@ def test_the_soft_loss_is_smallest_at_the_labels(labeler):
     entropy = -(y * torch.log(y.clamp_min(1e-12))).sum(-1).mean()
     assert soft_loss(at_labels, idx, y) == pytest.approx(entropy.item(), abs=1e-4)
     assert soft_loss(uniform, idx, y) > soft_loss(at_labels, idx, y)
+
+
+def test_for_a_byte_drafter_a_label_is_the_targets_probability_of_each_first_byte():
+    from transformers import AutoTokenizer
+
+    from soft_labels import SoftLabeler
+
+    tok_b = AutoTokenizer.from_pretrained(PAIR / "drafter-bytes")
+    labeler = SoftLabeler(PAIR / "target", tok_b)
+    assert labeler.exact == 256  # the target's single-byte tokens
+    ids = [tok_b.bos_token_id] + tok_b.encode(CODE, add_special_tokens=False)
+    idx, y, _ = labeler.labels(torch.tensor([ids]))
+    enc = labeler.tok_t(CODE, add_special_tokens=False, return_offsets_mapping=True)
+    assert idx.tolist() == [e for _, e in enc["offset_mapping"][:-1]]  # every target boundary is a byte boundary
+    with torch.no_grad():
+        probs = torch.softmax(labeler.target(input_ids=torch.tensor([enc["input_ids"]])).logits[0].float(), -1)
+    vt = Vocab.from_tokenizer(labeler.tok_t)
+    byte_id = {b: i for i, b in enumerate(labeler.d_bytes) if len(b) == 1}
+    j = 3  # after the target's fourth token: the mass of the tokens starting with each byte
+    manual = torch.zeros(labeler.n_drafter)
+    for t, b in enumerate(vt.tokens):
+        if b:
+            manual[byte_id[b[:1]]] += probs[j, t]
+    assert torch.allclose(y[j], manual / manual.sum(), atol=1e-4)
