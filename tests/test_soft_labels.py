@@ -94,16 +94,19 @@ def test_labels_are_the_targets_next_token_distribution_where_both_tokenizers_cu
         assert torch.allclose(y[n], manual, atol=1e-4), p
 
 
-def test_only_the_windows_last_file_is_labelled(labeler):
-    row = _row(labeler, "import os\nprint(os.sep)\n", CODE)
+def test_each_file_of_a_window_is_labelled_as_if_it_were_alone(labeler):
+    first_file = "import os\nprint(os.sep)\n"
+    row = _row(labeler, first_file, CODE)
     x = torch.tensor([row[:-1]])
     idx, y, _ = labeler.labels(x)
-    boundary = max(i for i, t in enumerate(row[:-1]) if labeler.special[t])
-    assert idx.numel() and idx.min().item() > boundary
-    alone = torch.tensor([row[boundary:-1]])  # the same file with no file before it
-    idx2, y2, _ = labeler.labels(alone)
-    assert (idx - boundary).tolist() == idx2.tolist()
-    assert torch.allclose(y, y2, atol=1e-5)
+    boundary = row.index(_drafter_tok().bos_token_id, 1)  # the second file's <s>
+    before, after = idx < boundary, idx > boundary
+    assert before.any() and after.any() and not (idx == boundary).any() and not (idx == boundary - 1).any()
+    for part, start, end in ((before, 0, boundary), (after, boundary, len(row) - 1)):
+        alone = torch.tensor([row[start:end]])
+        idx2, y2, _ = labeler.labels(alone)
+        assert (idx[part] - start).tolist() == idx2.tolist()
+        assert torch.allclose(y[part], y2, atol=1e-5)
 
 
 def test_a_window_that_starts_inside_a_character_keeps_only_the_texts_labels(labeler):
