@@ -61,7 +61,7 @@ def first_piece_map(target_tok, drafter_tok) -> tuple[torch.Tensor, int]:
 class SoftLabeler:
     """The target's next-token distribution carried into the drafter's vocabulary, at aligned positions."""
 
-    def __init__(self, target_dir, drafter_tok, device: str = "cpu", bf16: bool = False):
+    def __init__(self, target_dir, drafter_tok, device: str = "cpu", bf16: bool = False, chunk: int = 32):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.target_dir = str(target_dir)
@@ -75,7 +75,7 @@ class SoftLabeler:
         vd = Vocab.from_tokenizer(drafter_tok)
         self.d_bytes = [b or b"" for b in vd.tokens] + [b""] * max(0, self.n_drafter - len(vd.tokens))
         self.special = torch.tensor([not b for b in self.d_bytes], dtype=torch.bool)
-        self.device, self.bf16 = device, bf16
+        self.device, self.bf16, self.chunk = device, bf16, chunk
 
     def _segments(self, row: list[int]):
         """Each run of text tokens between the window's ``<s>``/``</s>`` markers (a file, or one of the target's
@@ -111,12 +111,18 @@ class SoftLabeler:
         if not rows:
             return torch.zeros(0, dtype=torch.long), torch.zeros(0, self.n_drafter), 0.0
         encs = self.tok_t.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
-        n_max = max(len(e.ids) for e in encs)
-        ids = torch.zeros(len(encs), n_max, dtype=torch.long)
-        for i, e in enumerate(encs):
-            ids[i, :len(e.ids)] = torch.tensor(e.ids)
-        with autocast_ctx(self.device, enabled=self.bf16):
-            logits = self.target(input_ids=ids.to(self.device)).logits
+        # runs of similar length together, so that little of the forward is padding
+        logits = [None] * len(encs)
+        order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
+        for c in range(0, len(order), self.chunk):
+            chunk = order[c:c + self.chunk]
+            ids = torch.zeros(len(chunk), len(encs[chunk[-1]].ids), dtype=torch.long)
+            for r, i in enumerate(chunk):
+                ids[r, :len(encs[i].ids)] = torch.tensor(encs[i].ids)
+            with autocast_ctx(self.device, enabled=self.bf16):
+                out = self.target(input_ids=ids.to(self.device)).logits
+            for r, i in enumerate(chunk):
+                logits[i] = out[r, :len(encs[i].ids)]
         flat, src = [], []
         for i, ((b, (start, data, ends)), text, e) in enumerate(zip(rows, texts, encs)):
             if len(data) == len(text):  # ASCII: character offsets are byte offsets
@@ -135,8 +141,7 @@ class SoftLabeler:
                     src.append((i, j))
         if not flat:
             return torch.zeros(0, dtype=torch.long), torch.zeros(0, self.n_drafter), 0.0
-        si = torch.tensor(src)
-        p = torch.softmax(logits[si[:, 0], si[:, 1]].float(), dim=-1)[:, self.keep]
+        p = torch.softmax(torch.stack([logits[i][j] for i, j in src]).float(), dim=-1)[:, self.keep]
         p = p / p.sum(-1, keepdim=True)
         y = torch.zeros(p.shape[0], self.n_drafter, device=p.device)
         y.index_add_(1, self.first[self.keep].to(p.device), p)
