@@ -22,6 +22,8 @@ BLURB = {
     "drafter-bytes": "very small Llama-architecture byte-level *drafter* (one token per byte)",
     "drafter-shared": "very small Llama-architecture *drafter* with the target's own byte-level BPE tokenizer "
                       "(a shared vocabulary: classic speculative decoding applies)",
+    "drafter-sampling": "very small Llama-architecture *drafter* for sampling: the SentencePiece drafter trained "
+                        "further on the target's whole next-token distribution, for TLI at temperature 1",
 }
 
 

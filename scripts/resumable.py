@@ -49,6 +49,14 @@ token end at the same byte, its distribution, carried to the drafter token each 
 ``drafter-shared`` has no shipped weights to start from: its first resume initialises the drafter's
 shape with the target's tokenizer (``FRESH``), and its first export writes ``assets/tiny-code/drafter-shared``.
 
+``drafter-sampling`` begins as the shipped drafter (``DERIVED``: its weights, tokenizer and training history) and
+is trained on the target's distribution for sampling with TLI; its export writes
+``assets/tiny-code/drafter-sampling`` and leaves the greedy drafter as it was:
+
+    python scripts/train_pair.py resume --role drafter-sampling --work ~/.cache/hsd-train \
+        --distill-from assets/tiny-code/target --distill-mix 0.875 --distill-logits assets/tiny-code/target \
+        --soft-windows 32 --soft-weight 0.8 --peak-lr 3e-4 --minutes 60
+
 State lives in ``WORK`` (outside the repository):
 
 * ``corpus/``: the texts ``scripts/build_corpus.py`` wrote (built on first use if missing);
@@ -93,6 +101,7 @@ HYPER = {  # per role: batch x seq windows and peak learning rate (train_pair.py
     "drafter": dict(batch=32, seq=256, lr=3e-3),
     "drafter-bytes": dict(batch=16, seq=512, lr=3e-3),
     "drafter-shared": dict(batch=32, seq=256, lr=3e-3),
+    "drafter-sampling": dict(batch=32, seq=256, lr=3e-3),
 }
 #: sequence-level unlikelihood steps (``--unlikelihood``): prompts of ``prefix`` corpus tokens, ``continuation``
 #: greedy tokens each, ``batch`` prompts per step; tokens of a repeated ``n``-gram are penalised
@@ -104,6 +113,22 @@ UNLIKELIHOOD = dict(batch=16, prefix=32, continuation=64, n=4)
 FRESH = {
     "drafter-shared": dict(shape="drafter", tokenizer="target"),
 }
+# Roles that begin as a copy of another role's shipped weights (its shape, tokenizer and training history):
+# ``drafter-sampling`` is the drafter trained further on the target's whole distribution (``--distill-logits``),
+# for sampling with TLI, where what counts is how much of the target's distribution a drafter's samples share,
+# not whether its first choice is the target's (what greedy SLEM needs of ``drafter``).
+DERIVED = {
+    "drafter-sampling": "drafter",
+}
+
+
+def own_weights(init_dir: Path, role: str) -> Path:
+    """The folder ``role``'s weights start from: ``init_dir``, or for a ``DERIVED`` role with no weights of its
+    own yet, the sibling folder of the role it derives from."""
+    init_dir = Path(init_dir)
+    if role in DERIVED and not (init_dir / "config.json").is_file():
+        return init_dir.parent / DERIVED[role]
+    return init_dir
 
 
 def bos_first(role: str) -> bool:
@@ -234,6 +259,7 @@ def shipped_totals(init_dir: Path, role: str) -> dict:
     logf = init_dir.parent / "train_log.json"
     if not logf.is_file() or (role in FRESH and not (init_dir / "config.json").is_file()):
         return dict(steps=0, tokens=0, seconds=0.0, sessions=[])
+    role = own_weights(init_dir, role).name if role in DERIVED else role  # a derived role's history begins as its base's
     run = json.loads(logf.read_text())
     if "totals" in run.get(role, {}):
         return dict(run[role]["totals"])
@@ -480,10 +506,11 @@ def prepare_data(work: Path, role: str, tok) -> dict:
 def load_init(init_dir: Path, role: str | None = None, seed: int = 1234):
     """The model and tokenizer in ``init_dir``; for a ``FRESH`` role whose folder holds no model yet,
     a newly initialised model (seeded) of the ``shape`` role's configuration with the ``tokenizer``
-    role's tokenizer, both read from ``init_dir``'s sibling folders."""
+    role's tokenizer, both read from ``init_dir``'s sibling folders; for a ``DERIVED`` role with none yet, the
+    model of the role it derives from."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    init_dir = Path(init_dir)
+    init_dir = own_weights(init_dir, role) if role else Path(init_dir)
     if role in FRESH and not (init_dir / "config.json").is_file():
         spec = FRESH[role]
         shape_dir, tok_dir = init_dir.parent / spec["shape"], init_dir.parent / spec["tokenizer"]
@@ -548,6 +575,8 @@ def resume(args) -> int:
             state["seed"] = args.seed  # export rebuilds these initial weights to compare with
             state["init"] = (f"fresh (seed {args.seed}): the shape of {init_dir.parent / FRESH[role]['shape']}, "
                              f"the tokenizer of {init_dir.parent / FRESH[role]['tokenizer']}")
+        if own_weights(init_dir, role) != init_dir:
+            state["init"] = str(own_weights(init_dir, role))
         log(f"first resume of {role}: starting from {state['init']}")
     hp = state.get("hyper", hp)
     if args.status:
@@ -801,6 +830,7 @@ def export(args) -> int:
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     # a FRESH role exported for the first time is compared with the fresh weights it started from
     first_export = role in FRESH and not (out_dir / "config.json").is_file()
+    derived_from = own_weights(out_dir, role) if own_weights(out_dir, role) != out_dir else None
     shipped, tok = load_init(out_dir, role, state.get("seed", 1234))
     data = prepare_data(work, role, tok)
     held = load_stream(work / "packed" / f"{role}-heldout.u16")
@@ -848,7 +878,8 @@ def export(args) -> int:
     record = dict(role=role, totals=state["totals"], segments=state["segments"], blends=state.get("blends", []),
                   hyper=state["hyper"],
                   heldout=new, heldout_stdlib=stdlib_eval, heldout_stdlib_files=stdlib["files"],
-                  previous_heldout=old, previous_label="the untrained initial weights" if first_export else None,
+                  previous_heldout=old, previous_label=("the untrained initial weights" if first_export else
+                                  f"{derived_from.name}, the weights it continued" if derived_from else None),
                   manifest=data["manifest"], samples=samples, grown=grown,
                   params=sum(p.numel() for p in model.parameters()), exported=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     write_resumed_card(card_path, model.config, tok, record, previous_card)

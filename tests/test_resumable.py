@@ -410,6 +410,42 @@ def test_the_shared_vocabulary_drafter_starts_fresh_with_the_targets_tokenizer_a
     assert "the target's own byte-level BPE tokenizer" in card and "the untrained initial weights" in card
 
 
+def test_the_sampling_drafter_continues_the_drafter_and_exports_beside_it(distill_work, capsys):
+    """``drafter-sampling``: begins as the shipped drafter (weights, tokenizer, history), trains on the target's
+    distribution, and is written to its own folder; the drafter it started from is left as it was."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    work_dir, target, drafter = distill_work
+    history = dict(steps=7, tokens=700, seconds=70.0, sessions=[dict(what="the drafter's own training", steps=7,
+                                                                      tokens=700, seconds=70.0)])
+    (target.parent / "train_log.json").write_text(json.dumps({"drafter": {"totals": history}}))
+    before = {k: v.clone() for k, v in AutoModelForCausalLM.from_pretrained(drafter).state_dict().items()}
+    sampling = target.parent / "drafter-sampling"
+    assert _resume(work_dir, sampling, "--role", "drafter-sampling", "--distill-logits", str(target),
+                   "--soft-windows", "4", "--soft-weight", "0.8", "--steps", "2") == 0
+    assert "first resume of drafter-sampling: starting from " + str(drafter) in capsys.readouterr().out
+    state = torch.load(work_dir / "ckpt" / "drafter-sampling.pt", map_location="cpu", weights_only=False)
+    assert state["init"] == str(drafter) and state["hyper"]["batch"] == 32
+    assert state["totals"]["steps"] == 7 + 2 and state["totals"]["tokens"] > 700  # the drafter's history, continued
+    assert [s["what"] for s in state["totals"]["sessions"]][0] == "the drafter's own training"
+    assert state["segments"][-1]["soft"]["weight"] == 0.8
+    for key, value in before.items():  # started from the drafter's weights, and moved
+        assert state["model"][key].shape == value.shape
+    assert any(not torch.equal(state["model"][k], before[k]) for k in before)
+    assert not (work_dir / "ckpt" / "drafter.pt").exists()
+    code = resumable.main(["export", "--role", "drafter-sampling", "--work", str(work_dir), "--out",
+                           str(target.parent), "--distill-logits", str(target), "--force", "--sample-tokens", "4",
+                           "--threads", "1"])
+    assert code == 0
+    assert AutoTokenizer.from_pretrained(sampling).get_vocab() == AutoTokenizer.from_pretrained(drafter).get_vocab()
+    after = AutoModelForCausalLM.from_pretrained(drafter).state_dict()
+    assert all(torch.equal(after[k], before[k]) for k in before)  # the drafter itself is untouched
+    card = (sampling / "README.md").read_text()
+    assert "*drafter* for sampling" in card and "drafter, the weights it continued" in card
+    log = json.loads((target.parent / "train_log.json").read_text())
+    assert log["drafter-sampling"]["totals"]["steps"] == 9 and log["drafter"]["totals"] == history
+
+
 def test_repeated_ngram_mask_marks_every_token_of_each_repeat_and_nothing_else():
     assert resumable.repeated_ngram_mask([1, 2, 3, 4, 5, 6], 2) == [False] * 6
     assert resumable.repeated_ngram_mask([1, 2, 1, 2, 1], 2) == [False, False, True, True, True]
