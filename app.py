@@ -16,7 +16,7 @@ from typing import NamedTuple
 import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
 from hsd import forms, lab, planning, policy, zerogpu
-from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, SHARED, STOPPED  # noqa: F401 - the app's API
+from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, SAMPLING, SHARED, STOPPED  # noqa: F401 - the app's API
 
 log = logging.getLogger("hsd.app")
 MAX_NEW_TOKENS = forms.MAX_NEW_TOKENS

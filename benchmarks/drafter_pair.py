@@ -10,7 +10,8 @@ drafter sets run the same held-out prompts (the first ``--prompts`` of ``assets/
 machine, so a difference of 0.01 is real. At T > 0 each prompt has its own seed, the same for both sets.
 Tokens/s are printed too, measured alternately, for what they are worth.
 
-Each folder holds ``drafter/`` and ``drafter-bytes/`` (the byte drafter for SLRS); the target is ``--target``.
+Each folder holds ``drafter/``, ``drafter-bytes/`` (the byte drafter for SLRS) and ``drafter-sampling/`` (the
+drafter for TLI at T = 1); the target is ``--target``.
 """
 from __future__ import annotations
 
@@ -28,12 +29,15 @@ import hsd  # noqa: E402
 from hsd.bench import load_prompts, machine_info, machine_line  # noqa: E402
 
 # (drafter folder, algorithm, temperature, lookahead, drafter temperature, draft threshold): the settings
-# pair_goals.py's calibration chose for issue 13's goals in the runs of 4 December 2026
+# pair_goals.py's calibration chose for issue 13's goals in the runs of 4 December 2026 (drafter-sampling's: those
+# of 5 December)
 SETTINGS = [
     ("drafter", "slem", 0.0, 12, None, 0.5),
     ("drafter", "slem", 0.0, 5, None, 0.0),
     ("drafter", "tli", 1.0, 1, None, 0.0),
     ("drafter", "slem", 0.7, 12, 0.0, 0.7),
+    ("drafter-sampling", "tli", 1.0, 1, None, 0.0),
+    ("drafter-sampling", "tli", 1.0, 12, None, 0.7),
     ("drafter-bytes", "slrs", 0.0, 1, None, 0.0),
     ("drafter-bytes", "slrs", 0.0, 2, None, 0.0),
 ]

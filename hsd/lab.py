@@ -26,7 +26,7 @@ from .report import compatibility_report, explain, format_report
 log = logging.getLogger("hsd.lab")
 STREAM_INTERVAL_S = 0.15
 PAIRS = GALLERY
-EMBEDDED, BYTES, SHARED = list(GALLERY)[:3]  # the embedded pairs, offline
+EMBEDDED, BYTES, SHARED, SAMPLING = list(GALLERY)[:4]  # the embedded pairs, offline
 ALGOS = list(hsd.ALGORITHMS)  # the registry's order: ar, sd, slem, tli, slrs
 NO_RUN = "<i>Run an algorithm to step through its rounds.</i>"
 STOPPED = ("⏹ **Stopped.** The output shows what was generated before the stop; a stopped run has no summary, "
@@ -56,6 +56,8 @@ EXAMPLES = [
      96),
     ("sd · same-vocabulary drafter · T=0 · k=5 · 96 tokens", SHARED, "def fibonacci(n):", "sd", 0, 5, 96),
     ("slower than AR: tli · T=1 · k=5 · 96 tokens", EMBEDDED, "def fibonacci(n):", "tli", 1.0, 5, 96),
+    ("tli · T=1 · drafter for sampling · k≤12, stop < 0.7", SAMPLING, "def fibonacci(n):", "tli", 1.0, 12, 96,
+     None, 0.7),
     ("as fast as AR: slrs · bytes · T=0 · k=1 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 1, 64),
     ("bad drafter (GPU) · slem · T=0 · k=5 · 64 tokens", BAD_DRAFTER,
      "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64),

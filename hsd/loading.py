@@ -39,6 +39,9 @@ EMBEDDED = {
     "tiny-code-bytes": ("assets/tiny-code/target", "assets/tiny-code/drafter-bytes"),
     # the same target with a drafter that shares its tokenizer: classic speculative decoding (SD) offline
     "tiny-code-shared": ("assets/tiny-code/target", "assets/tiny-code/drafter-shared"),
+    # the same target with a drafter trained on its whole next-token distribution: for sampling with TLI, where
+    # the greedy drafter (trained on the target's most probable text) is accepted less
+    "tiny-code-sampling": ("assets/tiny-code/target", "assets/tiny-code/drafter-sampling"),
 }
 
 
@@ -62,6 +65,8 @@ GALLERY: dict[str, tuple[str, str]] = {
     "tiny-code (embedded, offline, CPU)": EMBEDDED["tiny-code"],
     "tiny-code-bytes (embedded target, byte-level drafter: SLRS at its cheapest)": EMBEDDED["tiny-code-bytes"],
     "tiny-code-shared (embedded target, same-vocabulary drafter: classic SD)": EMBEDDED["tiny-code-shared"],
+    "tiny-code-sampling (embedded target, drafter trained on its distribution: TLI at T=1)": EMBEDDED[
+        "tiny-code-sampling"],
     "DeepSeek-R1-Distill-Qwen-14B ← vicuna-68m (paper, reasoning)": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
                                                                      "double7/vicuna-68m"),
     "DeepSeek-R1-Distill-Qwen-14B ← DeepSeek-R1-Distill-Qwen-1.5B (same-vocabulary control)": (

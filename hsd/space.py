@@ -30,6 +30,7 @@ SPACE_FILES = (  # patterns relative to the checkout; each must match at least o
     "assets/tiny-code/drafter/*",
     "assets/tiny-code/drafter-bytes/*",
     "assets/tiny-code/drafter-shared/*",
+    "assets/tiny-code/drafter-sampling/*",
     "assets/prompts/*.jsonl",
 )
 DELETE_PATTERNS = ["*.py", "hsd/*", "assets/*"]  # a module or model removed here is removed from the Space too

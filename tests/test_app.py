@@ -220,7 +220,7 @@ def test_an_example_fills_the_form_and_checks_its_pair_in_one_update():
 
 def test_examples_use_only_algorithms_their_pair_runs():
     for label, preset, _, algorithm, *_ in app.EXAMPLES:
-        if preset in (app.EMBEDDED, app.BYTES, app.SHARED):
+        if preset in (app.EMBEDDED, app.BYTES, app.SHARED, app.SAMPLING):
             pair = app.get_pair(*app.PAIRS[preset], "cpu", "auto")
             assert algorithm in app.hsd.usable_algorithms(pair), label
 

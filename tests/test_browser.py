@@ -104,7 +104,7 @@ def test_walk_the_app_and_stay_coherent(page, shots):
 
     for i, (label, preset, *_rest) in enumerate(app.EXAMPLES):
         page.get_by_text(label).first.click()
-        if preset in (app.EMBEDDED, app.BYTES, app.SHARED):
+        if preset in (app.EMBEDDED, app.BYTES, app.SHARED, app.SAMPLING):
             page.wait_for_function("(a) => document.querySelector('#hsd-algorithm input:checked')?.value === a",
                                    arg=_rest[1])
             page.wait_for_selector("#hsd-availability:has-text('✅')")

@@ -16,7 +16,8 @@ from hsd.assets import assets_dir
 from hsd.bench import load_prompts
 
 ROOT = Path(__file__).resolve().parent.parent
-PAIR = [f"tiny-code/{role}/{name}" for role in ("target", "drafter", "drafter-bytes", "drafter-shared")
+PAIR = [f"tiny-code/{role}/{name}" for role in ("target", "drafter", "drafter-bytes", "drafter-shared",
+                                                                      "drafter-sampling")
         for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")]
 PROMPTS = ["prompts/code.jsonl", "prompts/summarize.jsonl", "prompts/long.jsonl"]
 

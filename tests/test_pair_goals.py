@@ -144,3 +144,14 @@ def test_calibration_prompts_never_overlap_the_measured_ones_and_the_card_names_
     text = pair_goals.table([], "a machine", Namespace(prompts=8, max_new_tokens=128, lookahead="auto",
                                                        calibration_prompts=12))
     assert "chosen on 12 other held-out prompts" in text
+
+
+def test_tli_at_t1_is_measured_with_the_drafter_for_sampling_beside_the_greedy_one(tmp_path):
+    """The goal's row uses ``drafter-sampling`` (what the demo samples with); the greedy drafter's row, no goal."""
+    out = tmp_path / "goals.json"
+    assert pair_goals.main(["--skip-bpc", "--skip-quality", "--only", "tli@1", "--prompts", "1", "--lookahead", "1",
+                            "--max-new-tokens", "8", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["speed"]
+    assert [(r["preset"], r["algorithm"], r["temperature"], r["goal"]) for r in rows] == [
+        ("tiny-code-sampling", "tli", 1.0, 1.0), ("tiny-code", "tli", 1.0, None)]
+    assert all(r["speedup"] > 0 and r["tau"] >= 1.0 for r in rows)

@@ -61,7 +61,7 @@ def test_dry_run_lists_each_file_with_size_and_large_flag_offline(no_hub, capsys
                    "assets/prompts/code.jsonl", "assets/tiny-code/drafter-bytes/tokenizer.json", "README.md",
                    "requirements.txt"]:
         assert needed in rows, needed
-    for role in ["target", "drafter", "drafter-bytes", "drafter-shared"]:
+    for role in ["target", "drafter", "drafter-bytes", "drafter-shared", "drafter-sampling"]:
         assert " large " in rows[f"assets/tiny-code/{role}/model.safetensors"]
     assert " large " not in rows["app.py"] and rows["README.md"].endswith("(generated)")
     assert not [p for p in rows if LEFT_BEHIND.search(p)]

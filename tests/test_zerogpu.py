@@ -244,17 +244,18 @@ def test_presets_are_loaded_at_start_up_before_any_gpu_call(spaces, loads, monke
     monkeypatch.setattr(zerogpu, "preload_device", lambda: "cpu")  # ZeroGPU's cuda, played by the CPU here
     embedded = zerogpu.startup_presets(zerogpu=False)
     assert set(embedded) == {EMBEDDED, "tiny-code-bytes (embedded target, byte-level drafter: SLRS at its cheapest)",
-                             "tiny-code-shared (embedded target, same-vocabulary drafter: classic SD)"}
+                             "tiny-code-shared (embedded target, same-vocabulary drafter: classic SD)",
+                             "tiny-code-sampling (embedded target, drafter trained on its distribution: TLI at T=1)"}
     presets = {**embedded, "broken": ("no-such-owner/no-such-model", "")}
     with caplog.at_level(logging.WARNING, logger="hsd.zerogpu"):
         loaded = zerogpu.preload(presets)
     assert loaded == list(embedded)  # the broken one is logged, not raised
     assert "could not preload broken" in caplog.text
-    assert loading.MAX_CACHED_MODELS >= 4 + 1 + 2  # every preset model and one more pair stay cached
+    assert loading.MAX_CACHED_MODELS >= 5 + 1 + 2  # every preset model and one more pair stay cached
     target, drafter = loading.GALLERY[EMBEDDED]
     assert zerogpu.pair_loaded(target, drafter, "cpu") and zerogpu.missing_models(target, drafter, "cpu") == []
-    loaded_before = len(loads)  # the four embedded models, and the broken preset's attempt
-    assert loaded_before == 5 and not any(in_gpu for _, in_gpu in loads)
+    loaded_before = len(loads)  # the five embedded models, and the broken preset's attempt
+    assert loaded_before == 6 and not any(in_gpu for _, in_gpu in loads)
 
     run, _, _ = handlers()
     args = default_args("run")
