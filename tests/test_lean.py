@@ -130,7 +130,7 @@ def test_lean_drafter_benchmark_runs_every_setting_and_greedy_outputs_agree(tmp_
 
     out = lean_drafter.main(["--prompts", "1", "--max-new-tokens", "10", "--json", str(tmp_path / "lean.json")])
     assert len(out["settings"]) == len(drafter_pair.SETTINGS)
-    assert set(out["forward_ms"]) == {"drafter", "drafter-bytes"}
+    assert set(out["forward_ms"]) == {"drafter", "drafter-bytes", "drafter-sampling"}
     for row in out["settings"]:
         assert row["tps"]["ar"] > 0 and row["tps"]["lean"] > 0
         if row["temperature"] == 0:  # both are the target's greedy text
