@@ -482,8 +482,10 @@ def build() -> gr.Blocks:
                     components=[prompt], samples=[[text] for _, _, text, *_ in EXAMPLES], type="index",
                     sample_labels=[label for label, *_ in EXAMPLES], elem_id="hsd-examples",
                     label="Examples: greedy code completion (where SLEM pays on the embedded pair), classic SD with "
-                          "a drafter that shares the target's tokenizer, sampling and SLRS with a byte-level drafter "
-                          "(where it does not pay), a bad drafter (needs a GPU and a Hub token)")
+                          "a drafter that shares the target's tokenizer, sampling with the greedy drafter (where it "
+                          "does not pay) and with a drafter trained on the target's distribution (where it just "
+                          "pays), SLRS with a byte-level drafter (about as fast as AR), a bad drafter (needs a GPU "
+                          "and a Hub token)")
         inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
         pair_in, check_out = [target, drafter, device, dtype, algorithm], [report, availability, algorithm]
         room_in = [target, drafter, prompt, mode, device, dtype, parse_special]
