@@ -44,9 +44,9 @@ BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
 #: ending in a bare newline means "unindented line or end of file" to it (docs/embedded-pair.md). On the embedded
 #: pair sampling with the greedy drafter does not pay (TLI at T=1 after `def fibonacci(n):`, k=5: 0.86x AR) and the
 #: drafter trained on the target's distribution (tiny-code-sampling) just pays (k=2: 1.09x AR, where the greedy
-#: drafter gives 0.96x; six seeds), and SLRS with the byte drafter only breaks even (1.00x): a classroom sees that. The first example (and the app's default prompt) is one whose
-#: greedy SLEM speedup on the embedded pair is about its held-out average (about 2x, docs/benchmarks.md), not the
-#: best prompt found.
+#: drafter gives 0.96x; six seeds), and SLRS with the byte drafter only breaks even (1.00x): a classroom sees
+#: that. The first example (and the app's default prompt) is one whose greedy SLEM speedup on the embedded pair
+#: is about its held-out average (about 2x, docs/benchmarks.md), not the best prompt found.
 #: A label longer than :data:`EXAMPLE_LABEL_MAX` characters is cut by Gradio 6's example cell (its Example
 #: components end a longer string with "...").
 EXAMPLE_LABEL_MAX = 60

@@ -55,7 +55,7 @@ is trained on the target's distribution for sampling with TLI; its export writes
 
     python scripts/train_pair.py resume --role drafter-sampling --work ~/.cache/hsd-train \
         --distill-from assets/tiny-code/target --distill-mix 0.875 --distill-logits assets/tiny-code/target \
-        --soft-windows 32 --soft-weight 0.8 --peak-lr 3e-4 --minutes 60
+        --soft-windows 32 --soft-weight 0.5 --peak-lr 3e-4 --minutes 45
 
 State lives in ``WORK`` (outside the repository):
 
@@ -575,8 +575,8 @@ def resume(args) -> int:
             state["seed"] = args.seed  # export rebuilds these initial weights to compare with
             state["init"] = (f"fresh (seed {args.seed}): the shape of {init_dir.parent / FRESH[role]['shape']}, "
                              f"the tokenizer of {init_dir.parent / FRESH[role]['tokenizer']}")
-        if own_weights(init_dir, role) != init_dir:
-            state["init"] = str(own_weights(init_dir, role))
+        if role in DERIVED and own_weights(init_dir, role) != init_dir:
+            state["init"] = str(own_weights(init_dir, role))  # the base role's shipped weights
         log(f"first resume of {role}: starting from {state['init']}")
     hp = state.get("hyper", hp)
     if args.status:
@@ -830,7 +830,9 @@ def export(args) -> int:
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     # a FRESH role exported for the first time is compared with the fresh weights it started from
     first_export = role in FRESH and not (out_dir / "config.json").is_file()
-    derived_from = own_weights(out_dir, role) if own_weights(out_dir, role) != out_dir else None
+    # a DERIVED role exported for the first time is compared with the base role's weights it continued
+    derived_from = own_weights(out_dir, role) if role in DERIVED else None
+    derived_from = derived_from if derived_from != out_dir else None
     shipped, tok = load_init(out_dir, role, state.get("seed", 1234))
     data = prepare_data(work, role, tok)
     held = load_stream(work / "packed" / f"{role}-heldout.u16")
