@@ -11,6 +11,7 @@ from .algorithms import ALGORITHMS
 from .errors import IncompatiblePairError, InvalidSettingError, PromptError
 from .loading import Model, Pair
 from .metrics import summarize_trace
+from .noise import check_noise
 from .sampling import Rng, Sampling
 from .session import Session, Settings
 from .trace import Result, Round
@@ -127,10 +128,11 @@ def open_session(pair: Pair, prompt: str | None = None, *, messages: list[dict] 
                  top_p: float = 1.0, lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
                  slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None,
                  parse_special: bool = True, record_distributions: bool | int = False,
-                 draft_threshold: float = 0.0) -> Session:
+                 draft_threshold: float = 0.0, noise: str = "independent") -> Session:
     """Check every setting of :func:`stream` and build its :class:`Session`, not prefilled yet (:mod:`hsd.lossless`
     runs one session's first round many times)."""
     check_algorithm(pair, algorithm)
+    check_noise(noise, algorithm)
     _check_prompt(prompt, messages)
     if not isinstance(parse_special, bool):
         raise InvalidSettingError(f"parse_special must be True or False, got {parse_special!r}.")
@@ -170,7 +172,7 @@ def open_session(pair: Pair, prompt: str | None = None, *, messages: list[dict] 
         # every round is target-only, as when it fills up mid-run (DrafterContext.full); the output is the same.
     settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling, slrs_max_paths, slrs_max_forwards,
                         float(draft_threshold))
-    s = Session(pair, settings, prompt_ids, drafter_ids, Rng(seed))
+    s = Session(pair, settings, prompt_ids, drafter_ids, Rng(seed, noise))
     if top:
         vocab = pair.target.vocab
         s.recorder = Recorder(vocab.tokens, vocab.special_text, spec.proposal_symbol, top)
@@ -182,7 +184,7 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
            lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
            slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None,
            parse_special: bool = True, record_distributions: bool | int = False,
-           draft_threshold: float = 0.0) -> Iterator[Round | Result]:
+           draft_threshold: float = 0.0, noise: str = "independent") -> Iterator[Round | Result]:
     """Run one generation, yielding each :class:`Round` as it completes, then the :class:`Result`.
 
     ``parse_special=False`` reads special-token text in a raw prompt (``<|endoftext|>``) as plain text, for the
@@ -194,6 +196,11 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
     drafting after a token whose probability under the drafter (at temperature 1) is below it, so a large
     ``lookahead`` drafts far where the drafter is sure and little where it is not (SLRS, whose lookahead counts
     target positions, and AR ignore it). It changes the proposals, never the output's distribution.
+    ``noise="shared"`` (AR and SLEM only) draws the target's and the drafter's tokens from one field of Gumbel
+    noise keyed by where each token starts in the generated text (:mod:`hsd.noise`, ``docs/coupling.md``): SLEM
+    then accepts far more when sampling, and its output is token for token the output of AR with
+    ``noise="shared"`` and the same seed, an exact sample of the target either way. The default,
+    ``"independent"``, draws every sample from the seeded generator.
     ``record_distributions`` (off by default) keeps, on every verified position, what the rejection-sampling
     picture needs (``Position.dist``, :mod:`hsd.picture`): ``True`` for the target's 20 most probable tokens,
     or a number of tokens. The output is the same either way; SLRS then also evaluates ψ on each verified
@@ -204,7 +211,7 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
                      temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead, seed=seed,
                      drafter_temperature=drafter_temperature, slrs_max_paths=slrs_max_paths,
                      slrs_max_forwards=slrs_max_forwards, parse_special=parse_special,
-                     record_distributions=record_distributions, draft_threshold=draft_threshold)
+                     record_distributions=record_distributions, draft_threshold=draft_threshold, noise=noise)
     spec = ALGORITHMS[algorithm]
     prompt_ids = s.ids[:s.prompt_len]
     top = s.recorder.top if s.recorder else 0
@@ -229,7 +236,7 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
         text=bytes(s.generated).decode("utf-8", errors="replace"), rounds=s.rounds, metrics=metrics,
         settings={"temperature": temperature, "top_k": top_k, "top_p": top_p, "lookahead": lookahead,
                   "max_new_tokens": max_new_tokens, "seed": seed, "drafter_temperature": drafter_temperature,
-                  "draft_threshold": draft_threshold, "parse_special": parse_special,
+                  "draft_threshold": draft_threshold, "parse_special": parse_special, "noise": noise,
                   **pair.provenance(),  # names, revisions asked for, commits loaded
                   "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", ""),
                   **({"record_distributions": top} if top else {})},

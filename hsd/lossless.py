@@ -244,9 +244,9 @@ def iter_check(pair: Pair, algorithm: str, prompt: str | None = None, n: int | N
     last = time.perf_counter()
     with torch.inference_mode():
         for i in range(n):
-            a.rewind(Rng(seed + 2 * i))
+            a.rewind(Rng(seed + 2 * i, a.rng.noise))
             ar_counts[ar_spec.step(a).emitted[0].token] += 1
-            s.rewind(Rng(seed + 2 * i + 1))
+            s.rewind(Rng(seed + 2 * i + 1, s.rng.noise))
             algo_counts[_first_token(spec.step(s), lossy)] += 1
             if time.perf_counter() - last >= every_s:
                 last = time.perf_counter()

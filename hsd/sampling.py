@@ -70,11 +70,26 @@ class Sampling:
 
 
 class Rng:
-    """The per-call source of randomness: one ``torch.Generator`` per device, seeded from ``seed``."""
+    """The per-call source of randomness: one ``torch.Generator`` per device, seeded from ``seed``.
 
-    def __init__(self, seed: int):
+    With ``noise="shared"`` the target's and the drafter's token draws in AR and SLEM come instead from one
+    field of Gumbel noise keyed by where a token starts in the generated text (:mod:`hsd.noise`); the
+    generators still serve every other draw.
+    """
+
+    def __init__(self, seed: int, noise: str = "independent"):
         self.seed = int(seed)
+        self.noise = noise
         self._generators: dict[str, torch.Generator] = {}
+
+    @property
+    def shared(self) -> bool:
+        return self.noise == "shared"
+
+    def draw_at(self, probs: torch.Tensor, vocab, offset: int, empties: int) -> int:
+        """The shared field's draw from one row ``probs`` at ``(offset, empties)`` (:func:`hsd.noise.sample`)."""
+        from .noise import sample
+        return sample(probs, vocab, self.seed, offset, empties)
 
     def generator(self, device) -> torch.Generator:
         key = str(torch.device(device))
@@ -97,3 +112,11 @@ def pick(probs: torch.Tensor, sampling: Sampling, rng: Rng) -> torch.Tensor:
     if sampling.greedy:
         return probs.argmax(-1)
     return rng.sample(probs)
+
+
+def pick_at(probs: torch.Tensor, sampling: Sampling, rng: Rng, vocab, offset: int, empties: int) -> int:
+    """One token from the row ``probs``: the shared noise field's draw at ``(offset, empties)`` when ``rng``
+    shares noise (:mod:`hsd.noise`), else :func:`pick`'s."""
+    if sampling.greedy or not rng.shared:
+        return int(pick(probs.unsqueeze(0), sampling, rng)[0])
+    return rng.draw_at(probs, vocab, offset, empties)

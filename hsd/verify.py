@@ -205,15 +205,24 @@ def sequential_rejection(p: torch.Tensor, proposal: list[int], q_of: Callable[[i
 
 
 def exact_match(p: torch.Tensor, proposal: list[int], sampling: Sampling, rng: Rng,
-                q_t: list[float] | None = None, record: Recorder | None = None) -> Verdict:
+                q_t: list[float] | None = None, record: Recorder | None = None,
+                own_at: Callable[[int], int] | None = None) -> Verdict:
     """SLEM verification. ``p``: ``[m+1, V]``; the target samples every position once. (As a picture, the
     proposal is a point mass on the proposed token: the target's own sample matches it with probability
-    ``p(t)``, and a mismatch is a draw from ``p`` without ``t``, the residual.)"""
+    ``p(t)``, and a mismatch is a draw from ``p`` without ``t``, the residual.) ``own_at(j)``, when given, is
+    the target's own token at position ``j`` (shared noise, :mod:`hsd.noise`), drawn only up to the first
+    mismatch."""
     m = len(proposal)
-    own = pick(p, sampling, rng).tolist()
     n = 0
-    while n < m and own[n] == proposal[n]:
-        n += 1
+    if own_at is None:
+        own = pick(p, sampling, rng).tolist()
+        while n < m and own[n] == proposal[n]:
+            n += 1
+    else:
+        own = [own_at(0)]
+        while n < m and own[n] == proposal[n]:
+            n += 1
+            own.append(own_at(n))
     idx = torch.tensor(proposal, dtype=torch.long, device=p.device)
     p_t = p[torch.arange(m, device=p.device), idx].tolist() if m else []
     label = "bonus" if n == m else "corrected"

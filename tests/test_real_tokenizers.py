@@ -377,3 +377,19 @@ def test_greedy_identity_oracle_drafter(index):
     print(pair.id, "share of emitted tokens that were accepted drafts:", share)
     assert share["slem"] > 0.4, share  # the oracle's text is the target's: most drafts must survive
     assert share["tli"] > 0.1, share
+
+
+@pytest.mark.parametrize("index", REAL_CASES)
+def test_shared_noise_identity_real_drafter(index):
+    """With ``noise="shared"`` (hsd/noise.py) SLEM emits exactly AR's tokens at any temperature: the field's walk
+    over real vocabularies (byte fallback, duplicated and byteless tokens) draws the same tokens in both."""
+    pair = realtok.PAIRS[index]
+    p = loaded(pair)
+    failures = []
+    for i, prompt in enumerate(prompts_for(index)[:6]):
+        settings = dict(temperature=(1.0, 0.7)[i % 2], max_new_tokens=MAX_NEW, seed=i, noise="shared")
+        ref = hsd.generate(p, prompt, algorithm="ar", **settings)
+        res = hsd.generate(p, prompt, algorithm="slem", lookahead=i % 4 + 1, **settings)
+        if res.token_ids != ref.token_ids:
+            failures.append((prompt, ref.token_ids, res.token_ids))
+    assert not failures, failures[:3]

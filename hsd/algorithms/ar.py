@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..sampling import pick
 from ..session import Session
 from ..trace import Round
 from .contract import Algorithm
@@ -12,7 +11,7 @@ def step(s: Session) -> Round:
     rnd = Round(len(s.rounds))
     rnd.t_other = s.clock.split()
     p = s.target_probs([])
-    token = int(pick(p, s.settings.sampling, s.rng)[0])
+    token = s.sample_at(p[0], len(s.generated), s.empties)
     s.commit(rnd, [], token, "target")
     rnd.target_forwards = 1
     rnd.t_verify = s.clock.split()

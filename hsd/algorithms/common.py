@@ -24,7 +24,7 @@ def draft(rnd: Round, s: Session, k: int, allowed: torch.Tensor | None = None) -
     d = s.drafter
     before = d.runner.forwards
     drafted, q = d.draft(k, s.settings.drafter_sampling, s.rng, allowed=allowed,
-                         threshold=s.settings.draft_threshold)
+                         threshold=s.settings.draft_threshold, empties=s.empties)
     rnd.drafter_forwards = d.runner.forwards - before
     rnd.t_draft = s.clock.split()
     return drafted, q

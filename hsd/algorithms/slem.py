@@ -28,10 +28,24 @@ def step(s: Session) -> Round:
     rnd.t_convert = s.clock.split()
     # 3-4. One target forward; the target samples every position; first mismatch ends the round.
     p = s.target_probs(proposal)
-    v = verify.exact_match(p, proposal, s.settings.sampling, s.rng, record=s.recorder)
+    v = verify.exact_match(p, proposal, s.settings.sampling, s.rng, record=s.recorder, own_at=own_at(s, p, proposal))
     commit_verdict(rnd, s, proposal, v)
     close_round(rnd, s, drafted, proposal)
     return rnd
+
+
+def own_at(s: Session, p, proposal: list[int]):
+    """With shared noise (:mod:`hsd.noise`): the target's own token at position ``j`` of the round, drawn from the
+    field where that position starts in the generated text (as AR would draw it there). ``None`` otherwise."""
+    if not s.rng.shared:
+        return None
+    starts, offset, empties = [], len(s.generated), s.empties
+    for t in proposal:
+        starts.append((offset, empties))
+        b = s.vocab.tokens[t] or b""
+        offset, empties = offset + len(b), empties + (not b)
+    starts.append((offset, empties))
+    return lambda j: s.sample_at(p[j], *starts[j])
 
 
 def convert(rnd: Round, s: Session, drafted: list[int], text: bytes) -> list[int]:
