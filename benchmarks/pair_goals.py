@@ -42,16 +42,19 @@ import torch  # noqa: E402
 import hsd  # noqa: E402
 from hsd.bench import load_prompts, machine_info, machine_line  # noqa: E402
 
-# (preset, algorithm, temperature, goal): the issue's speed goals, each measured with the drafter the demo uses
-# for it (TLI at T=1: the drafter trained on the target's distribution, tiny-code-sampling), and rows without a
-# goal that show the other drafter at the same setting
+# (preset, algorithm, temperature, goal, noise): the issue's speed goals, each measured with the drafter and the
+# noise the demo uses for it (TLI at T=1: the drafter trained on the target's distribution, tiny-code-sampling;
+# SLEM when sampling: shared noise, hsd/noise.py), and rows without a goal that show the other drafter or the
+# other noise at the same setting. AR, the baseline, always draws with independent noise (its fastest sampler).
 SPEED = [
-    ("tiny-code", "slem", 0.0, 2.0),
-    ("tiny-code", "tli", 0.0, None),
-    ("tiny-code-sampling", "tli", 1.0, 1.0),
-    ("tiny-code", "tli", 1.0, None),
-    ("tiny-code", "slem", 0.7, 1.2),
-    ("tiny-code-bytes", "slrs", 0.0, 1.0),
+    ("tiny-code", "slem", 0.0, 2.0, "independent"),
+    ("tiny-code", "tli", 0.0, None, "independent"),
+    ("tiny-code-sampling", "tli", 1.0, 1.0, "independent"),
+    ("tiny-code", "tli", 1.0, None, "independent"),
+    ("tiny-code", "slem", 1.0, None, "shared"),
+    ("tiny-code", "slem", 0.7, 1.2, "shared"),
+    ("tiny-code", "slem", 0.7, None, "independent"),
+    ("tiny-code-bytes", "slrs", 0.0, 1.0, "independent"),
 ]
 
 
@@ -75,7 +78,7 @@ AUTO_DYNAMIC = ((12, 0.5), (12, 0.7))
 CALIBRATION = 4  # the last prompts of the set choose the lookahead; the measured ones come from the front
 
 
-def choose_lookahead(pair, algorithm, temperature, prompts, max_new_tokens) -> tuple[tuple, dict]:
+def choose_lookahead(pair, algorithm, temperature, prompts, max_new_tokens, noise="independent") -> tuple[tuple, dict]:
     """The (lookahead, drafter temperature, draft threshold) with the most tokens/s on ``prompts`` (calibration
     prompts, never the measured ones), measured directly: each candidate runs every prompt once.
 
@@ -93,7 +96,7 @@ def choose_lookahead(pair, algorithm, temperature, prompts, max_new_tokens) -> t
             for i, prompt in enumerate(prompts):
                 res = hsd.generate(pair, prompt, algorithm=algorithm, max_new_tokens=max_new_tokens,
                                    temperature=temperature, lookahead=k, seed=1000 + i, drafter_temperature=drafter_t,
-                                   draft_threshold=threshold)
+                                   draft_threshold=threshold, noise=noise)
                 tokens, seconds = tokens + len(res.token_ids), seconds + res.metrics["total_s"]
             rates[k, drafter_t, threshold] = tokens / seconds
     return max(rates, key=rates.get), rates
@@ -140,7 +143,7 @@ def requirement(goal: float, c: float, verify_steps, per_draft: float, k_max: in
     return dict(needed_acceptance=need[0], needed_at_k=need[1], ceiling=ceiling, ceiling_k=k_ceiling)
 
 
-def speed(pair, algorithm, temperature, prompts, args, lookahead, drafter_t=None, threshold=0.0):
+def speed(pair, algorithm, temperature, prompts, args, lookahead, drafter_t=None, threshold=0.0, noise="independent"):
     totals = {"ar": [0, 0.0], algorithm: [0, 0.0]}
     taus, accepts, verified = [], [], []
     drafted = proposed = 0
@@ -149,7 +152,8 @@ def speed(pair, algorithm, temperature, prompts, args, lookahead, drafter_t=None
             res = hsd.generate(pair, prompt, algorithm=name, max_new_tokens=args.max_new_tokens,
                                temperature=temperature, lookahead=lookahead, seed=i,
                                drafter_temperature=None if name == "ar" else drafter_t,
-                               draft_threshold=0.0 if name == "ar" else threshold)
+                               draft_threshold=0.0 if name == "ar" else threshold,
+                               noise="independent" if name == "ar" else noise)
             totals[name][0] += len(res.token_ids)
             totals[name][1] += res.metrics["total_s"]
             if name != "ar":
@@ -206,11 +210,11 @@ def table(rows, machine: str, args) -> str:
                 "stopping after a drafted token the drafter gives less than 0.5 or 0.7 (SD, SLEM, TLI), "
                 if args.lookahead == "auto" else f"lookahead {args.lookahead}, ")
              + "AR and the algorithm alternating prompt by prompt in one run.", "",
-             "| drafter | algorithm | T | k | AR tok/s | tok/s | speedup vs AR | goal | τ | acceptance |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| drafter | algorithm | T | noise | k | AR tok/s | tok/s | speedup vs AR | goal | τ | acceptance |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         goal = f"≥ {r['goal']}×" if r["goal"] else "—"
-        lines.append(f"| {r['preset']} | {r['algorithm']} | {r['temperature']} | {r['lookahead']} | {r['ar_tps']:.1f} | {r['tps']:.1f} | "
+        lines.append(f"| {r['preset']} | {r['algorithm']} | {r['temperature']} | {r.get('noise', 'independent')} | {r['lookahead']} | {r['ar_tps']:.1f} | {r['tps']:.1f} | "
                      f"**{r['speedup']:.2f}×** | {goal} | {r['tau']:.2f} | {r['acceptance']:.1%} |")
     missed = missed_lines(rows)
     if missed:
@@ -230,7 +234,8 @@ def missed_lines(rows) -> list[str]:
         need = ("no acceptance reaches it" if req["needed_acceptance"] is None else
                 f"needs {req['needed_acceptance']:.2f} accepted per verified proposal, has "
                 f"{r['verified_acceptance']:.2f}")
-        line = (f"- {r['preset']} {r['algorithm']} at T={r['temperature']}: **{r['speedup']:.2f}×** against "
+        shared = " with shared noise" if r.get("noise") == "shared" else ""
+        line = (f"- {r['preset']} {r['algorithm']} at T={r['temperature']}{shared}: **{r['speedup']:.2f}×** against "
                 f"{r['goal']}× ({1 - r['speedup'] / r['goal']:.0%} short); τ {r['tau']:.2f}; {need}; drafter cost "
                 f"ratio c = {req.get('cost_ratio', float('nan')):.3f}; ceiling at acceptance 1: {req['ceiling']:.2f}×.")
         o = r.get("oracle")
@@ -250,8 +255,8 @@ def attach_oracle(rows, path: str) -> None:
     bounds = {(o["algorithm"], o["temperature"]): dict(acceptance=o["oracle_acceptance"], free=o["free"]["speedup"],
                                                          smallest=o["smallest"]["speedup"])
               for o in saved["rows"]}
-    for r in rows:
-        if (r["algorithm"], r["temperature"]) in bounds:
+    for r in rows:  # the oracle bounds independent noise (an exact match at most max p); shared noise is not bound
+        if (r["algorithm"], r["temperature"]) in bounds and r.get("noise", "independent") == "independent":
             r["oracle"] = bounds[(r["algorithm"], r["temperature"])]
 
 
@@ -359,21 +364,22 @@ def main(argv=None) -> int:
         for r in q[:3]:
             print("---\n" + r["prompt"] + r["text"])
     rows = []
-    for preset, algorithm, temperature, goal in wanted:
+    for preset, algorithm, temperature, goal, noise in wanted:
         pair = pairs[preset]
         hsd.generate(pair, prompts[0], algorithm=algorithm, max_new_tokens=8, temperature=temperature)  # warm-up
         (k, drafter_t, threshold), rates = (args.lookahead, None, 0.0), None
         if k == "auto":
             (k, drafter_t, threshold), rates = choose_lookahead(pair, algorithm, temperature, calibration,
-                                                                args.max_new_tokens)
+                                                                args.max_new_tokens, noise)
             print(f"{preset:16s} {algorithm:5s} T={temperature:<4} lookahead {setting_text(k, drafter_t, threshold)} "
                   "(calibration tok/s: " + ", ".join(f"k={setting_text(*kk)} {v:.1f}" for kk, v in rates.items()) + ")")
             rates = {setting_text(*kk): v for kk, v in rates.items()}
-        row = dict(preset=preset, algorithm=algorithm, temperature=temperature, goal=goal,
-                   **speed(pair, algorithm, temperature, prompts, args, k, drafter_t, threshold), calibration=rates)
+        row = dict(preset=preset, algorithm=algorithm, temperature=temperature, goal=goal, noise=noise,
+                   **speed(pair, algorithm, temperature, prompts, args, k, drafter_t, threshold, noise),
+                   calibration=rates)
         rows.append(row)
         verdict = "" if goal is None else ("  met" if row["speedup"] >= goal else f"  MISSED (goal {goal}x)")
-        print(f"{preset:16s} {algorithm:5s} T={temperature:<4} AR {row['ar_tps']:7.1f} tok/s  {row['tps']:7.1f} tok/s  "
+        print(f"{preset:16s} {algorithm:5s} T={temperature:<4} {noise:11s} AR {row['ar_tps']:7.1f} tok/s  {row['tps']:7.1f} tok/s  "
               f"{row['speedup']:.2f}x  k {row['lookahead']}  tau {row['tau']:.2f}  acceptance {row['acceptance']:.1%}{verdict}")
     if args.oracle:
         attach_oracle(rows, args.oracle)

@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--draft-threshold", type=float, default=0.0,
                      help="stop a round's drafting after a token the drafter gives less than this probability "
                           "(0 = off); with a large --lookahead the drafts get long only where the drafter is sure")
+    gen.add_argument("--noise", default="independent", choices=["independent", "shared"],
+                     help="shared (SLEM and AR): the drafter and the target draw from one seeded noise field over the "
+                          "text's byte positions: SLEM accepts more when sampling, and its output is AR's output "
+                          "with the same --noise shared --seed, token for token (docs/coupling.md)")
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--json", type=Path, help="write {text, token_ids, rounds, metrics} to this file")
     voc = sub.add_parser("vocab", help="report how the target's and drafter's vocabularies relate")
@@ -121,6 +125,7 @@ def _metrics_lines(m) -> list[str]:
 
 def cmd_generate(args) -> int:
     from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int, check_draft_threshold, generate, special_spans
+    from .noise import check_noise
     from .sampling import Sampling
 
     prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
@@ -131,6 +136,7 @@ def cmd_generate(args) -> int:
         except InvalidSettingError as exc:
             raise InvalidSettingError(f"--drafter-temperature: {exc}") from None
     check_draft_threshold(args.draft_threshold)
+    check_noise(args.noise, args.algorithm)
     check_output_file(args.json)
     _check_int("lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
     _check_int("max_new_tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
@@ -140,7 +146,8 @@ def cmd_generate(args) -> int:
     pair = load_cli_pair(args, need_drafter=ALGORITHMS[args.algorithm].needs_drafter, hint=" (or use --algorithm ar)")
     kwargs = dict(algorithm=args.algorithm, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                   top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead, seed=args.seed,
-                  drafter_temperature=args.drafter_temperature, draft_threshold=args.draft_threshold)
+                  drafter_temperature=args.drafter_temperature, draft_threshold=args.draft_threshold,
+                  noise=args.noise)
     if args.chat:
         res = generate(pair, messages=[{"role": "user", "content": prompt}], **kwargs)
     else:

@@ -137,9 +137,9 @@ def _lossy_residual(p, q):
     return p  # resample from p instead of the residual max(0, p - q): biased toward the drafter's picks
 
 
-def _lossy_exact_match(p, proposal, sampling, rng, q_t=None, record=None):
+def _lossy_exact_match(p, proposal, sampling, rng, q_t=None, record=None, own_at=None):
     """Accept any proposal the target finds plausible instead of only those it samples itself."""
-    verdict = _real_exact_match(p, proposal, sampling, rng, q_t, record)
+    verdict = _real_exact_match(p, proposal, sampling, rng, q_t, record, own_at)
     n = 0
     while n < len(proposal) and float(p[n, proposal[n]]) > 0.05:
         n += 1

@@ -63,6 +63,24 @@ def test_a_missed_goal_says_whether_an_oracle_drafter_could_reach_it(tmp_path):
     assert "within reach of a better drafter" in lines[1]
 
 
+def test_the_oracle_bound_is_attached_to_independent_noise_only(tmp_path):
+    """The oracle bounds an exact match drawn independently (at most max p per position); shared noise can pass it."""
+    req = dict(needed_acceptance=0.46, ceiling=6.0, cost_ratio=0.04, needed_at_k=3, ceiling_k=12)
+    rows = [dict(preset="p", algorithm="slem", temperature=0.7, goal=1.2, speedup=1.1, tau=1.7, noise=noise,
+                 verified_acceptance=0.44, requirement=dict(req)) for noise in ("shared", "independent")]
+    bound = dict(speedup=1.3, lookahead=3, threshold=0.0, tau=1.5)
+    saved = tmp_path / "oracle.json"
+    saved.write_text(json.dumps(dict(rows=[dict(algorithm="slem", temperature=0.7, oracle_acceptance=0.5, free=bound,
+                                                smallest=bound)])))
+    pair_goals.attach_oracle(rows, str(saved))
+    assert "oracle" not in rows[0] and "oracle" in rows[1]
+    lines = pair_goals.missed_lines(rows)
+    assert "slem at T=0.7 with shared noise: **1.10×**" in lines[0] and "oracle" not in lines[0]
+    assert "| p | slem | 0.7 | shared |" in pair_goals.table(
+        [dict(r, lookahead="3", ar_tps=80.0, tps=88.0, acceptance=0.3) for r in rows], "m",
+        type("A", (), dict(prompts=8, max_new_tokens=128, lookahead=3, calibration_prompts=12))())
+
+
 def test_drafter_pair_gives_the_same_exact_numbers_for_the_same_drafters():
     """At T = 0 τ and acceptance are exact: one drafter set compared with itself differs in nothing but tokens/s."""
     import drafter_pair

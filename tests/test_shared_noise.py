@@ -148,3 +148,19 @@ def test_greedy_ignores_the_noise():
         a = hsd.generate(pair, "def f", algorithm=algorithm, max_new_tokens=12, seed=1)
         b = hsd.generate(pair, "def f", algorithm=algorithm, max_new_tokens=12, seed=1, noise="shared")
         assert a.token_ids == b.token_ids
+
+
+def test_the_benchmark_prints_every_setting_side_by_side(tmp_path, capsys):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import shared_noise
+
+    out = tmp_path / "s.json"
+    assert shared_noise.main(["--prompts", "1", "--seeds", "1", "--lookahead", "2", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "AR (independent noise)" in printed and printed.count("acceptance by position") == len(shared_noise.SETTINGS)
+    import json
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["noise"] for r in rows] == [n for n, _ in shared_noise.SETTINGS]
+    assert all(r["tau"] >= 1.0 and r["per_position"][0] is not None for r in rows)
