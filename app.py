@@ -127,22 +127,22 @@ def _run_out(values: dict) -> RunOut:
 @zerogpu.gpu(zerogpu.run_duration, on_error=lambda sentence: RunOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _run_on_device(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
                    mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-                   drafter_temperature=None, draft_threshold=None, progress=None):
+                   drafter_temperature=None, draft_threshold=None, shared_noise=False, progress=None):
     for values in lab.run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead,
                                 max_new_tokens, seed, mode, device, dtype, show_rejected, parse_special, record,
-                                drafter_temperature, draft_threshold):
+                                drafter_temperature, draft_threshold, shared_noise):
         yield _run_out(values)
 
 
 def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
         mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-        drafter_temperature=None, draft_threshold=None, progress=gr.Progress(track_tqdm=True)):
+        drafter_temperature=None, draft_threshold=None, shared_noise=False, progress=gr.Progress(track_tqdm=True)):
     """Stream one generation round by round (:func:`hsd.lab.run_steps`); each update clears what it does not name."""
     args = (target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode,
-            device, dtype, show_rejected, parse_special, record, drafter_temperature, draft_threshold)
+            device, dtype, show_rejected, parse_special, record, drafter_temperature, draft_threshold, shared_noise)
     def check():
         lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, drafter_temperature,
-                       draft_threshold)
+                       draft_threshold, shared_noise)
 
     if (yield from _loaded_first(RunOut, target, drafter if algorithm != "ar" else "", device, dtype, check)):
         yield from _run_on_device(*args)
@@ -183,23 +183,23 @@ class LosslessOut(NamedTuple):
 @zerogpu.gpu(60, on_error=lambda sentence: LosslessOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed,
                         mode="raw", device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None,
-                        progress=None):
+                        shared_noise=False, progress=None):
     for values in lab.lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead,
-                                     seed, mode, device, dtype, drafter_temperature, draft_threshold):
+                                     seed, mode, device, dtype, drafter_temperature, draft_threshold, shared_noise):
         yield LosslessOut(**values)
 
 
 def lossless_check(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed, mode="raw",
-                   device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None,
+                   device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None, shared_noise=False,
                    progress=gr.Progress(track_tqdm=True)):
     """The next token drawn n times with AR and with the algorithm, against the target's exact distribution."""
     def check():
         lab.check_form(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt, drafter_temperature,
-                       draft_threshold)
+                       draft_threshold, shared_noise)
 
     if (yield from _loaded_first(LosslessOut, target, drafter, device, dtype, check)):
         yield from _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead,
-                                       seed, mode, device, dtype, drafter_temperature, draft_threshold)
+                                       seed, mode, device, dtype, drafter_temperature, draft_threshold, shared_noise)
 
 
 def show_round(state, index):
@@ -235,21 +235,22 @@ def rerender(state, show_rejected):
 @zerogpu.gpu(zerogpu.compare_duration, on_error=lambda sentence: CompareOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _compare_on_device(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
                        mode="raw", device="auto", dtype="auto", parse_special=True, drafter_temperature=None,
-                       draft_threshold=None, progress=None):
+                       draft_threshold=None, shared_noise=False, progress=None):
     for values in lab.compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens,
-                                    seed, mode, device, dtype, parse_special, drafter_temperature, draft_threshold):
+                                    seed, mode, device, dtype, parse_special, drafter_temperature, draft_threshold,
+                                    shared_noise):
         yield CompareOut(**values)
 
 
 def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
             device="auto", dtype="auto", parse_special=True, drafter_temperature=None, draft_threshold=None,
-            progress=gr.Progress(track_tqdm=True)):
+            shared_noise=False, progress=gr.Progress(track_tqdm=True)):
     """AR and every applicable algorithm, repeated interleaved (:func:`hsd.lab.compare_steps`); then the figures."""
     args = (target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype,
-            parse_special, drafter_temperature, draft_threshold)
+            parse_special, drafter_temperature, draft_threshold, shared_noise)
     def check():
         lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, drafter_temperature,
-                       draft_threshold)
+                       draft_threshold, shared_noise)
 
     if (yield from _loaded_first(CompareOut, target, drafter, device, dtype, check)):
         yield from _compare_on_device(*args)
@@ -392,6 +393,10 @@ def build() -> gr.Blocks:
                                                 elem_id="hsd-draft-threshold",
                                                 info="SD, SLEM, TLI: stop a round's draft after a token the drafter "
                                                      "gives less than this; empty or 0 = draft all k")
+                    shared_noise = gr.Checkbox(False, label="shared noise (AR and SLEM)", elem_id="hsd-shared-noise",
+                                               info="both models draw from one seeded noise field over the text: "
+                                                    "SLEM accepts more when sampling, and its text is AR's text "
+                                                    "for the same seed, token for token (docs/coupling.md)")
                 with gr.Accordion("Prompt format, device, dtype", open=False):
                     mode = gr.Radio(["raw", "chat"], value="raw", label="prompt",
                                     info="chat: each model's own chat template")
@@ -509,8 +514,8 @@ def build() -> gr.Blocks:
             token_room, room_in, max_new_tokens, api_visibility="private")
         run_out = [status, output, round_idx, round_view, rounds_plot, state]
         run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected, parse_special,
-                                        record, drafter_temperature, draft_threshold], run_out, api_name="run",
-                                  **gpu)
+                                        record, drafter_temperature, draft_threshold, shared_noise], run_out,
+                                  api_name="run", **gpu)
         run_event.then(picture_positions, state, picture_position, api_visibility="private", queue=False)
         picture_position.change(show_picture, [state, picture_position], [picture_plot, picture_text],
                                 api_name="picture", concurrency_limit=4)
@@ -519,11 +524,11 @@ def build() -> gr.Blocks:
             picture_positions, state, picture_position, api_visibility="private", queue=False)
         lossless_event = lossless_btn.click(
             lossless_check, [target, drafter, algorithm, prompt, draws, temperature, top_k, top_p, lookahead, seed,
-                             mode, device, dtype, drafter_temperature, draft_threshold],
+                             mode, device, dtype, drafter_temperature, draft_threshold, shared_noise],
             [lossless_status, lossless_plot],
             api_name="lossless", **gpu)
         compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs, parse_special,
-                                                    drafter_temperature, draft_threshold],
+                                                    drafter_temperature, draft_threshold, shared_noise],
                                           [status, badge, speedup, tokens_time, histogram, positions, time_split,
                                            table, csv], api_name="compare", **gpu)
         check_btn.click(check_pair, pair_in, check_out, api_name="check").then(

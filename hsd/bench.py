@@ -29,6 +29,7 @@ from .loading import ASSETS, Pair
 from .machine import machine_info, machine_line  # noqa: F401  (re-exported: benchmarks/ import them here)
 from .metrics import Metrics, Spread, per_position_acceptance, predicted_speedup, round_counts, spread
 from .metrics import verified as verified_positions
+from .noise import SHARED_NOISE_ALGORITHMS
 from .peer import PEER_OF, Peer, PeerUnavailable
 
 PROMPT_SETS = ASSETS / "prompts"
@@ -122,14 +123,20 @@ def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, min_repe
     After a short warm-up of each, every repeat runs each algorithm once, in an order rotated each repeat,
     so a change in machine load falls on all alike; repeats go on until every speedup's spread
     (:func:`~hsd.metrics.spread`) is within ``target_spread`` of its median (after ``min_repeats``), or
-    ``max_repeats`` or ``budget_s`` seconds are spent. Yields progress lines, then a :class:`Comparison`."""
+    ``max_repeats`` or ``budget_s`` seconds are spent. ``noise="shared"`` applies to AR and SLEM; the others
+    draw independently (:data:`hsd.noise.SHARED_NOISE_ALGORITHMS`). Yields progress lines, then a
+    :class:`Comparison`."""
     out = Comparison()
     names = list(dict.fromkeys(["ar", *algorithms]))
+    shared = settings.pop("noise", "independent") == "shared"
+    each = {name: {**settings, "noise": "shared" if shared and name in SHARED_NOISE_ALGORITHMS else "independent"}
+            for name in names}
+
     yield f"⏳ Warming up {', '.join(names)}…"
     for name in names:
         try:
-            generate(pair, algorithm=name, **{**settings, "max_new_tokens": min(warmup_tokens,
-                                                                              settings["max_new_tokens"])})
+            generate(pair, algorithm=name, **{**each[name], "max_new_tokens": min(warmup_tokens,
+                                                                               settings["max_new_tokens"])})
         except ResourceLimitError as exc:
             out.failed[name] = str(exc)
     todo = [n for n in names if n not in out.failed]
@@ -140,7 +147,7 @@ def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, min_repe
         for name in order:
             yield f"▶️ Repeat {rep + 1} (at most {max_repeats}, {budget_s:.0f} s): {name}…"
             try:
-                runs[name].append(generate(pair, algorithm=name, **settings))
+                runs[name].append(generate(pair, algorithm=name, **each[name]))
             except ResourceLimitError as exc:
                 out.failed[name] = str(exc)
                 todo.remove(name)

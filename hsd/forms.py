@@ -50,11 +50,12 @@ def in_range(name: str, value, low, high, hint: str = ""):
 
 
 def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-                      parse_special=True, drafter_temperature=None, draft_threshold=None) -> dict:
+                      parse_special=True, drafter_temperature=None, draft_threshold=None, shared_noise=False) -> dict:
     """The keyword arguments of :func:`hsd.generate` for a form's values; ``mode`` ``"chat"`` sends the prompt
     as one user message through each model's chat template. ``parse_special=False`` (a checkbox) reads a raw
     prompt's special-token text (``<|endoftext|>``) as plain text; chat mode ignores it (the template's output
-    is made of special tokens)."""
+    is made of special tokens). ``shared_noise`` (a checkbox) draws AR's and SLEM's tokens from one noise field
+    (:mod:`hsd.noise`)."""
     check_prompt(prompt)
     kw = dict(temperature=number("temperature", temperature, float), top_k=number("top-k", top_k, int),
               top_p=number("top-p", top_p, float), lookahead=number("lookahead", lookahead, int),
@@ -69,6 +70,10 @@ def generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed
     if draft_threshold not in (None, "", 0):  # empty or 0: always draft the whole lookahead
         kw["draft_threshold"] = in_range("draft threshold", number("draft threshold", draft_threshold, float),
                                          0.0, 0.99, " (0 = off: always draft the whole lookahead)")
+    if shared_noise not in (None, False):
+        if shared_noise is not True:
+            raise InvalidSettingError(f"shared noise must be on or off, got {shared_noise!r}.")
+        kw["noise"] = "shared"
     if mode == "chat":
         kw["messages"] = [{"role": "user", "content": prompt}]
     else:

@@ -106,10 +106,10 @@ def output(state: dict, show_rejected: bool) -> str:
 
 
 def check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-               drafter_temperature=None, draft_threshold=None) -> None:
+               drafter_temperature=None, draft_threshold=None, shared_noise=False) -> None:
     """Refuse a form that cannot run (bad numbers, an empty prompt) before anything is loaded for it."""
     _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-              drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)
+              drafter_temperature=drafter_temperature, draft_threshold=draft_threshold, shared_noise=shared_noise)
 
 
 def load_steps(target, drafter, device="auto", dtype="auto", check=None) -> Iterator[dict]:
@@ -134,14 +134,14 @@ def drafter_lines(text) -> list[str]:
 
 
 def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special=True,
-              drafter_temperature=None, draft_threshold=None) -> dict:
+              drafter_temperature=None, draft_threshold=None, shared_noise=False) -> dict:
     return forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-                                   parse_special, drafter_temperature, draft_threshold)
+                                   parse_special, drafter_temperature, draft_threshold, shared_noise)
 
 
 def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
               mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True,
-              record=False, drafter_temperature=None, draft_threshold=None) -> Iterator[dict]:
+              record=False, drafter_temperature=None, draft_threshold=None, shared_noise=False) -> Iterator[dict]:
     """One generation, streamed: status while checking and loading, the coloured output every
     :data:`STREAM_INTERVAL_S`, then the summary, the round to open first (``round``: index, ``rounds``: how
     many), its view, the per-round plot and the state. ``record``: keep what the rejection-sampling picture of
@@ -149,7 +149,7 @@ def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, loo
     try:
         yield {"status": "⏳ Checking the settings and the models…"}
         kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special,
-                       drafter_temperature, draft_threshold)
+                       drafter_temperature, draft_threshold, shared_noise)
         drafter = drafter if algorithm != "ar" else ""  # AR needs no drafter: don't load one
         yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
@@ -182,13 +182,14 @@ def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, loo
 
 def compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
                   device="auto", dtype="auto", parse_special=True, drafter_temperature=None,
-                  draft_threshold=None) -> Iterator[dict]:
+                  draft_threshold=None, shared_noise=False) -> Iterator[dict]:
     """AR and every applicable algorithm, same prompt, settings and seed, repeated interleaved
-    (:func:`hsd.bench.run_each`); then the badge, the five figures, the table and its CSV file."""
+    (:func:`hsd.bench.run_each`); then the badge, the five figures, the table and its CSV file. With
+    ``shared_noise`` AR and SLEM draw from one noise field (the others cannot, and draw independently)."""
     try:
         yield {"status": "⏳ Checking the settings and the models…"}
         kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special,
-                       drafter_temperature, draft_threshold)
+                       drafter_temperature, draft_threshold, shared_noise)
         yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
         forms.check_room(pair, kw)
@@ -415,14 +416,16 @@ def picture_view(state: dict | None, label) -> tuple[object, str]:
 
 
 def lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed, mode="raw",
-                   device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None) -> Iterator[dict]:
+                   device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None,
+                   shared_noise=False) -> Iterator[dict]:
     """The live losslessness check (:mod:`hsd.lossless`): the next token drawn ``n`` times with AR and with the
     algorithm, against the target's exact distribution; progress, then the figure and its one sentence."""
     from . import lossless
 
     try:
         kw = _settings(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt,
-                       drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)
+                       drafter_temperature=drafter_temperature, draft_threshold=draft_threshold,
+                       shared_noise=shared_noise)
         n = forms.number("draws", n, int) if n not in (None, "") else 0  # 0 or empty: the algorithm's default
         n = forms.in_range("draws", n, 1, lossless.MAX_N) if n else lossless.default_n(algorithm)
         pair = planning.load_named_pair(target, drafter, device, dtype)
@@ -432,7 +435,8 @@ def lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, to
             for item in lossless.iter_check(pair, algorithm, n=n, temperature=kw["temperature"], top_k=kw["top_k"],
                                             top_p=kw["top_p"], lookahead=kw["lookahead"], seed=kw["seed"],
                                             drafter_temperature=kw.get("drafter_temperature"),
-                                            draft_threshold=kw.get("draft_threshold", 0.0), **text):
+                                            draft_threshold=kw.get("draft_threshold", 0.0),
+                                            noise=kw.get("noise", "independent"), **text):
                 if isinstance(item, str):
                     yield {"status": "⏳ " + item}
         yield {"status": ("✅ " if item.passed else "❌ ") + lossless.describe(item),

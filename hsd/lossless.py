@@ -223,14 +223,15 @@ def iter_check(pair: Pair, algorithm: str, prompt: str | None = None, n: int | N
                messages: list[dict] | None = None, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
                slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None, lossy: bool = False,
-               every_s: float = 0.5, draft_threshold: float = 0.0) -> Iterator[str | CheckResult]:
+               every_s: float = 0.5, draft_threshold: float = 0.0,
+               noise: str = "independent") -> Iterator[str | CheckResult]:
     """:func:`check_next_token`, yielding a progress line about every ``every_s`` seconds, then the result."""
     n = default_n(algorithm) if n is None else n
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
         raise InvalidSettingError(f"n must be an integer in 1..{MAX_N} (draws per histogram), got {n!r}.")
     settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead,
                     drafter_temperature=drafter_temperature, slrs_max_paths=slrs_max_paths,
-                    slrs_max_forwards=slrs_max_forwards, draft_threshold=draft_threshold)
+                    slrs_max_forwards=slrs_max_forwards, draft_threshold=draft_threshold, noise=noise)
     if algorithm == "ar":
         raise InvalidSettingError("The check compares an algorithm with AR: choose one other than 'ar'.")
     started = time.perf_counter()

@@ -408,7 +408,7 @@ Drafter tokens dropped from its cache: {rnd.drafter_dropped}.{costs} Time: {time
 # ----------------------------------------------------------------------------- tables and badge
 
 SUMMARY_COLUMNS = ["algorithm", "tokens", "tokens/s", "speedup", "predicted speedup", "TTFT (ms)", "TPOT (ms)", "τ",
-                   "accepted/verified", "accepted/proposed", "target forwards", "drafter forwards", "lossless (T=0)"]
+                   "accepted/verified", "accepted/proposed", "target forwards", "drafter forwards", "same tokens as AR"]
 
 
 def summary_table(results: dict[str, Result], comparison=None) -> pd.DataFrame:
@@ -432,7 +432,7 @@ def summary_table(results: dict[str, Result], comparison=None) -> pd.DataFrame:
             "accepted/verified": rnd(m.verified_acceptance_rate),
             "accepted/proposed": rnd(m.draft_acceptance_rate), "target forwards": m.target_forwards,
             "drafter forwards": m.drafter_forwards,
-            "lossless (T=0)": {True: "yes", False: "NO"}.get(same.get(name), "—"),
+            "same tokens as AR": {True: "yes", False: "NO"}.get(same.get(name), "—"),
         })
         if comparison is not None:
             tps, up, pred = (comparison.spread(name, key) for key in ("tokens_per_s", "speedup", "predicted"))
@@ -492,11 +492,20 @@ def timing_note(comparison) -> str:
     return text
 
 
+def _shared(result: Result) -> bool:
+    return result.settings.get("noise") == "shared"
+
+
 def lossless(results: dict[str, Result]) -> dict[str, bool]:
-    """At temperature 0: whether each run's token ids equal AR's. Empty when not applicable."""
+    """Whether each run's token ids equal AR's, where they must: at temperature 0, and when sampling for the runs
+    that drew from the shared noise field with AR (:mod:`hsd.noise`). Empty when not applicable."""
     ar = results.get("ar")
-    if ar is None or ar.settings.get("temperature", 0) != 0:
+    if ar is None:
         return {}
+    if ar.settings.get("temperature", 0) != 0:
+        if not _shared(ar):
+            return {}
+        return {n: r.token_ids == ar.token_ids for n, r in results.items() if n != "ar" and _shared(r)}
     return {n: r.token_ids == ar.token_ids for n, r in results.items() if n != "ar"}
 
 
@@ -509,10 +518,11 @@ def lossless_badge(results: dict[str, Result], pair=None) -> str:
     ar = results.get("ar")
     if ar is None:
         return '<div class="hsd-badge">Lossless check needs an AR run.</div>'
-    if ar.settings.get("temperature", 0) != 0:
+    sampling = ar.settings.get("temperature", 0) != 0
+    if sampling and not _shared(ar):
         return ('<div class="hsd-badge" style="font-size:1.05em">Sampling (temperature &gt; 0): outputs are random, '
                 'so equality with AR is not expected. Losslessness here means the same <i>distribution</i>; the '
-                'test suite checks it statistically.</div>')
+                'test suite checks it statistically. Tick <b>shared noise</b> to see SLEM write AR\'s very text.</div>')
     badges, details = [], []
     for name, same in lossless(results).items():
         if same:
@@ -533,5 +543,13 @@ def lossless_badge(results: dict[str, Result], pair=None) -> str:
     note = "" if dtype in ("", "float32") else (f" In {dtype}, verifying several positions in one forward can round "
                                                 "differently from one-at-a-time decoding and flip a near-tie; compare in "
                                                 "float32 to check.")
-    return (f'<div class="hsd-badges"><b>Lossless at temperature 0</b> (token ids equal to AR):<br>{"".join(badges)}'
+    if sampling:
+        apart = [n for n, r in results.items() if n != "ar" and not _shared(r)]
+        if apart:
+            note = (f"{', '.join(apart)}: sampled with independent noise (rejection sampling needs fresh draws), so "
+                    "the same distribution as AR, not the same text. " + note)
+        head = "<b>Lossless with shared noise</b> (same seed, same noise field: token ids equal to AR)"
+    else:
+        head = "<b>Lossless at temperature 0</b> (token ids equal to AR)"
+    return (f'<div class="hsd-badges">{head}:<br>{"".join(badges)}'
             f'{"".join(details)}<div style="font-size:0.85em;opacity:0.8">{_esc(note)}</div></div>')

@@ -545,7 +545,7 @@ def _safe(estimate, fallback: int, *args) -> int:
 
 def run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
                  mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-                 drafter_temperature=None, draft_threshold=None, progress=None) -> int:
+                 drafter_temperature=None, draft_threshold=None, shared_noise=False, progress=None) -> int:
     """``@spaces.GPU`` duration of the app's ``run`` (same signature): :func:`estimate_run` with a margin,
     at most :data:`RUN_CAP_S`.
 
@@ -561,7 +561,7 @@ def run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p, 
 
 def compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
                      mode="raw", device="auto", dtype="auto", parse_special=True, drafter_temperature=None,
-                     draft_threshold=None, progress=None) -> int:
+                     draft_threshold=None, shared_noise=False, progress=None) -> int:
     """``@spaces.GPU`` duration of the app's ``compare`` (same signature): :func:`estimate_compare` with a
     margin, at most :data:`COMPARE_CAP_S`.
 

@@ -365,3 +365,23 @@ def test_losslessness_check_with_the_draws_box_at_zero_uses_the_algorithms_defau
     bad = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "slem", "def f(", -5, 1.0, 0, 1.0, 3,
                                   0))[-1]
     assert bad.status.startswith("⚠️") and "draws" in bad.status
+
+
+def test_shared_noise_makes_a_sampled_slem_run_write_ars_text_and_compare_shows_it(model_dirs):
+    """The shared-noise checkbox reaches the engine: a sampled SLEM run is AR's run token for token, Compare's
+    badge says so for SLEM and says the others sampled apart; with TLI it is refused with the reason."""
+    s = {**SETTINGS, "temperature": 0.8, "seed": 3}
+    args = lambda alg: (model_dirs["target"], model_dirs["drafter"], alg, "def f(x):", s["temperature"],  # noqa: E731
+                        s["top_k"], s["top_p"], s["lookahead"], s["max_new_tokens"], s["seed"])
+    *_, slem = list(app.run(*args("slem"), shared_noise=True))[-1]
+    *_, ar = list(app.run(*args("ar"), shared_noise=True))[-1]
+    assert slem["result"].settings["noise"] == "shared"
+    assert slem["result"].token_ids == ar["result"].token_ids
+    status = list(app.run(*args("tli"), shared_noise=True))[-1][0]
+    assert status.startswith("⚠️") and "works with ar and slem only" in status
+    out = list(app.compare(model_dirs["target"], model_dirs["drafter"], "def f(x):", s["temperature"], s["top_k"],
+                           s["top_p"], s["lookahead"], s["max_new_tokens"], s["seed"], shared_noise=True))
+    status, badge, *_ = out[-1]
+    assert status.startswith("✅ Compared"), status
+    assert "Lossless with shared noise" in badge and "✓ slem: identical to AR" in badge
+    assert "tli" in badge and "sampled with independent noise" in badge

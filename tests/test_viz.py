@@ -117,11 +117,26 @@ def test_summary_table_and_lossless_badge():
     results = {"ar": _result("ar", [1, 2]), "slem": _result("slem", [1, 2]), "tli": _result("tli", [1, 3])}
     table = viz.summary_table(results)
     assert list(table.columns) == viz.SUMMARY_COLUMNS
-    assert list(table["lossless (T=0)"]) == ["—", "yes", "NO"]
+    assert list(table["same tokens as AR"]) == ["—", "yes", "NO"]
     badge = viz.lossless_badge(results)
     assert "✓ slem: identical to AR" in badge and "✗ tli: differs from AR at token 1" in badge
     sampled = {k: _result(k, [1], temperature=1.0) for k in ("ar", "slem")}
     assert "distribution" in viz.lossless_badge(sampled) and viz.lossless(sampled) == {}
+    assert "shared noise" in viz.lossless_badge(sampled)  # says how to see the text itself equal
+
+
+def test_with_shared_noise_sampled_runs_must_equal_ar_and_the_others_are_said_apart():
+    shared = {k: _result(k, ids, temperature=0.7) for k, ids in (("ar", [1, 2]), ("slem", [1, 2]), ("tli", [1, 3]))}
+    for k in ("ar", "slem"):
+        shared[k].settings["noise"] = "shared"
+    assert viz.lossless(shared) == {"slem": True}
+    badge = viz.lossless_badge(shared)
+    assert "Lossless with shared noise" in badge and "✓ slem: identical to AR" in badge
+    assert "tli: sampled with independent noise" in badge and "✗" not in badge
+    assert list(viz.summary_table(shared)["same tokens as AR"]) == ["—", "yes", "—"]
+    shared["slem"] = _result("slem", [1, 5], temperature=0.7)
+    shared["slem"].settings["noise"] = "shared"
+    assert "✗ slem: differs from AR at token 1" in viz.lossless_badge(shared)
 
 
 def test_output_html_places_each_rejected_draft_after_its_round():

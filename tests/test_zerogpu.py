@@ -23,9 +23,10 @@ EMBEDDED = "tiny-code (embedded, offline, CPU)"
 SIGNATURES = {
     "run": ["target", "drafter", "algorithm", "prompt", "temperature", "top_k", "top_p", "lookahead",
             "max_new_tokens", "seed", "mode", "device", "dtype", "show_rejected", "parse_special", "record",
-            "drafter_temperature", "draft_threshold", "progress"],
+            "drafter_temperature", "draft_threshold", "shared_noise", "progress"],
     "compare": ["target", "drafter", "prompt", "temperature", "top_k", "top_p", "lookahead", "max_new_tokens", "seed",
-                "mode", "device", "dtype", "parse_special", "drafter_temperature", "draft_threshold", "progress"],
+                "mode", "device", "dtype", "parse_special", "drafter_temperature", "draft_threshold", "shared_noise",
+                "progress"],
     "advise_live": ["target", "drafter", "prompt", "temperature", "device", "dtype"],
 }
 
@@ -104,7 +105,7 @@ def handlers():
     @zerogpu.gpu(zerogpu.run_duration, on_error=status)
     def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
             mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-            drafter_temperature=None, draft_threshold=None, progress=None):
+            drafter_temperature=None, draft_threshold=None, shared_noise=False, progress=None):
         pair = planning.load_named_pair(target, drafter, device, dtype)
         result = hsd.generate(pair, prompt, algorithm=algorithm, max_new_tokens=8, lookahead=int(lookahead),
                               temperature=temperature, seed=seed)
@@ -113,7 +114,7 @@ def handlers():
     @zerogpu.gpu(zerogpu.compare_duration, on_error=status)
     def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
                 device="auto", dtype="auto", parse_special=True, drafter_temperature=None, draft_threshold=None,
-                progress=None):
+                shared_noise=False, progress=None):
         yield {"status": "compared"}
 
     @zerogpu.gpu(zerogpu.advise_duration, on_error=status)
@@ -126,7 +127,7 @@ def handlers():
 def default_args(name):
     """The app's default request, positionally, as Gradio passes it (the progress tracker included)."""
     r = {**zerogpu.DEFAULT_REQUEST, "show_rejected": True, "parse_special": True, "record": False,
-         "drafter_temperature": None, "draft_threshold": None, "progress": object()}
+         "drafter_temperature": None, "draft_threshold": None, "shared_noise": False, "progress": object()}
     return [r[p] for p in SIGNATURES[name]]
 
 
