@@ -88,6 +88,7 @@ class ExampleOut(NamedTuple):
     availability: object
     drafter_temperature: object = None
     draft_threshold: object = None
+    shared_noise: object = False
 
 
 def _choice(values: dict):
@@ -489,7 +490,7 @@ def build() -> gr.Blocks:
                     label="Examples: greedy code completion (where SLEM pays on the embedded pair), classic SD with "
                           "a drafter that shares the target's tokenizer, sampling with the greedy drafter (where it "
                           "does not pay) and with a drafter trained on the target's distribution (where it just "
-                          "pays), SLRS with a byte-level drafter (about as fast as AR), a bad drafter (needs a GPU "
+                          "pays), SLEM sampling with shared noise (it writes AR's very text), SLRS with a byte-level drafter (about as fast as AR), a bad drafter (needs a GPU "
                           "and a Hub token)")
         inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
         pair_in, check_out = [target, drafter, device, dtype, algorithm], [report, availability, algorithm]
@@ -501,7 +502,8 @@ def build() -> gr.Blocks:
             token_room, room_in, max_new_tokens, api_visibility="private")
         examples.click(example_chosen, [examples, device, dtype],
                        [preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens, report,
-                        availability, drafter_temperature, draft_threshold], api_visibility="private").then(
+                        availability, drafter_temperature, draft_threshold, shared_noise],
+                       api_visibility="private").then(
             zerogpu.preset_note, preset, preset_note, api_visibility="private", queue=False).then(
             token_room, room_in, max_new_tokens, api_visibility="private")
         for box in (target, drafter):  # a new pair: every algorithm is offered until Check pair narrows them

@@ -39,7 +39,7 @@ COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / �
                 "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
 BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
 #: (label, preset, prompt, algorithm, temperature, lookahead, max new tokens[, drafter temperature[, draft
-#: threshold]]); the label states every setting the example fills and is short enough to be shown whole. Prompts
+#: threshold[, shared noise]]]); the label states every setting the example fills and is short enough to be shown whole. Prompts
 #: end at the end of a line: the target's BPE merges a newline with the next line's indentation, so a prompt
 #: ending in a bare newline means "unindented line or end of file" to it (docs/embedded-pair.md). On the embedded
 #: pair sampling with the greedy drafter does not pay (TLI at T=1 after `def fibonacci(n):`, k=5: 0.86x AR) and the
@@ -58,6 +58,8 @@ EXAMPLES = [
     ("sd · same-vocabulary drafter · T=0 · k=5 · 96 tokens", SHARED, "def fibonacci(n):", "sd", 0, 5, 96),
     ("slower than AR: tli · T=1 · k=5 · 96 tokens", EMBEDDED, "def fibonacci(n):", "tli", 1.0, 5, 96),
     ("tli · T=1 · drafter for sampling · k=2 · 96 tokens", SAMPLING, "def fibonacci(n):", "tli", 1.0, 2, 96),
+    ("same text as AR: slem · T=0.7 · shared noise · k=3", EMBEDDED, "def fibonacci(n):", "slem", 0.7, 3, 96,
+     None, None, True),
     ("as fast as AR: slrs · bytes · T=0 · k=1 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 1, 64),
     ("bad drafter (GPU) · slem · T=0 · k=5 · 64 tokens", BAD_DRAFTER,
      "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64),
@@ -256,14 +258,14 @@ def example(index, device="auto", dtype="auto") -> dict:
     """The form filled with example ``index``, and its pair checked as :func:`pair_changed` does, in one update
     (so the algorithm choice and the verdict never disagree, even for a moment)."""
     _, preset, text, algorithm, temperature, lookahead, max_new_tokens, *rest = EXAMPLES[int(index)]
-    # optional eighth and ninth fields; None empties their boxes
-    drafter_temperature, draft_threshold = (list(rest) + [None, None])[:2]
+    # optional eighth to tenth fields; None empties their boxes, shared noise is off unless the example says so
+    drafter_temperature, draft_threshold, shared_noise = (list(rest) + [None, None, False])[:3]
     target, drafter = PAIRS[preset]
     checked = pair_changed(target, drafter, device, dtype, algorithm)
     return {**checked, "algorithm": checked.get("algorithm", algorithm), "preset": preset, "target": target,
             "drafter": drafter, "prompt": text, "temperature": temperature, "lookahead": lookahead,
             "max_new_tokens": max_new_tokens, "drafter_temperature": drafter_temperature,
-            "draft_threshold": draft_threshold}
+            "draft_threshold": draft_threshold, "shared_noise": bool(shared_noise)}
 
 
 def advise_text(target, drafter, prompt, temperature, device="auto", dtype="auto") -> Iterator[str]:

@@ -385,3 +385,11 @@ def test_shared_noise_makes_a_sampled_slem_run_write_ars_text_and_compare_shows_
     assert status.startswith("✅ Compared"), status
     assert "Lossless with shared noise" in badge and "✓ slem: identical to AR" in badge
     assert "tli" in badge and "sampled with independent noise" in badge
+
+
+def test_the_shared_noise_example_ticks_the_box_and_the_others_untick_it():
+    shared = [i for i, e in enumerate(app.EXAMPLES) if len(e) > 9 and e[9]]
+    assert len(shared) == 1 and "shared noise" in app.EXAMPLES[shared[0]][0]
+    out = app.example_chosen(shared[0])
+    assert out.shared_noise is True and out.algorithm["value"] == "slem" and out.temperature > 0
+    assert app.example_chosen(0).shared_noise is False
