@@ -92,6 +92,7 @@ def round_view(state: dict | None, index) -> str:
         return "<i>No rounds.</i>"
     rnd = rounds[max(0, min(int(index or 0), len(rounds) - 1))]
     return viz.round_html(rnd, algorithm=state["result"].algorithm, special_drafter=state["special_drafter"],
+                          shared_noise=state["result"].settings.get("noise") == "shared",
                           special_target=state["special_target"])
 
 

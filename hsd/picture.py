@@ -173,8 +173,12 @@ def rejection_explanation(source: Result | Round, position) -> str:
     outcome = (f"It was accepted, so {tok} was emitted." if pos.outcome == "accepted"
                else f"It was rejected, and the target emitted {emitted} instead.")
     if d.rule == "exact match":
+        shared = isinstance(source, Result) and source.settings.get("noise") == "shared"
+        chance = (f"which with independent draws happens with probability p({tok}) = {_f(pos.accept_prob)} (this run "
+                  "shared its noise with the drafter, which makes a match more likely; the target's draw still "
+                  "follows p)" if shared else f"which happens with probability p({tok}) = {_f(pos.accept_prob)}")
         return (f"SLEM's exact match: the target draws its own token from p (blue) and keeps the proposal {tok} only "
-                f"if the two agree, which happens with probability p({tok}) = {_f(pos.accept_prob)}; on a mismatch "
+                f"if the two agree, {chance}; on a mismatch "
                 "the target's own token is emitted, and it then follows p without the proposed token (red), so "
                 f"either way the output follows p exactly. {outcome}")
     s = d.symbol

@@ -285,7 +285,8 @@ def result_to_html(result: Result, meta: dict | None = None, *, prompt: str | No
         summary = (f"Round {r.index}: {len(r.proposed)} proposed, {r.n_accepted} accepted, "
                    f"{len(r.emitted)} emitted")
         rounds.append(f'<details{" open" if r.index == open_index else ""}><summary>{_e(summary)}</summary>'
-                      f"{round_html(r, algorithm=result.algorithm, special_drafter=sd, special_target=st)}"
+                      f"{round_html(r, algorithm=result.algorithm, special_drafter=sd, special_target=st,
+                                  shared_noise=result.settings.get("noise") == "shared")}"
                       f"{_pictures_html(r)}</details>")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">

@@ -268,12 +268,14 @@ def _wrap(n: int, *placements) -> list[tuple[int, int]]:
 
 
 def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int, str] | None = None,
-               special_target: dict[int, str] | None = None) -> str:
+               special_target: dict[int, str] | None = None, shared_noise: bool = False) -> str:
     """One round as a three-row picture: drafter tokens, the draft string, the target's proposed tokens.
 
     Below each proposed token: p, the proposal probability (q for SD, q′ for TLI, ψ for SLRS, none for
     SLEM), the acceptance probability and the outcome. A red boundary in the draft row is one that only
     one tokenizer has. ``special_*`` name special tokens, which have no bytes (e.g. ``vocab.special_text``).
+    ``shared_noise``: the run drew from one noise field (:mod:`hsd.noise`): SLEM's ``p`` is then the chance of a
+    match with independent draws, and the note under the round says the coupled chance was higher.
     """
     if not rnd.drafted and not rnd.proposed:
         emitted = " ".join(_token_span(_emitted_text(e, {}), e.label, "") for e in rnd.emitted)
@@ -348,7 +350,9 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
     rows = [("p (target)", lambda p: _fmt(p.p))]
     if symbol:
         rows.append((f"{symbol} (proposal)", lambda p: _fmt(p.q)))
-    rows.append(("P(accept)" + (" = p" if symbol is None else f" = min(1, p/{symbol})"), lambda p: _fmt(p.accept_prob)))
+    accept = ("P(accept) = p" + (" if drawn apart" if shared_noise else "") if symbol is None
+              else f"P(accept) = min(1, p/{symbol})")
+    rows.append((accept, lambda p: _fmt(p.accept_prob)))
     rows.append(("outcome", None))
 
     def stat_rows(lo, hi):
@@ -393,6 +397,9 @@ margin:0 0 0.6em 0"><tr><th style="{head}">drafter tokens</th>{drafted_row(lo, h
         costs = ""
     times = " · ".join(f"{k} {1000 * getattr(rnd, 't_' + k):.1f} ms" for k in ("draft", "convert", "verify", "other"))
     lag = f" The first {rnd.lag} byte(s) were already emitted (an unfinished character)." if rnd.lag else ""
+    if shared_noise and symbol is None:
+        lag += (" Shared noise: the drafter drew from the target's noise field, so a match was more likely than p, "
+                "the chance with independent draws; the target's own draws still follow p.")
     return f"""<div class="hsd-round" style="font-size:20px;line-height:1.4">
 <div style="margin-bottom:0.4em"><b>Round {rnd.index}</b>: the drafter drafted {len(rnd.drafted)} token(s);
 the target was proposed {len(rnd.proposed)} token(s) and accepted {rnd.n_accepted}.{lag}</div>

@@ -164,3 +164,19 @@ def test_the_benchmark_prints_every_setting_side_by_side(tmp_path, capsys):
     rows = json.loads(out.read_text())["rows"]
     assert [r["noise"] for r in rows] == [n for n, _ in shared_noise.SETTINGS]
     assert all(r["tau"] >= 1.0 and r["per_position"][0] is not None for r in rows)
+
+
+def test_the_round_view_and_the_picture_say_a_shared_noise_match_was_likelier_than_p():
+    from hsd import picture, viz
+
+    pair = bigram("bpe<-sp")
+    res = hsd.generate(pair, "def f", algorithm="slem", max_new_tokens=12, temperature=1.0, seed=3, lookahead=3,
+                       noise="shared", record_distributions=True)
+    rnd = next(r for r in res.rounds if r.positions)
+    shared = viz.round_html(rnd, algorithm="slem", shared_noise=True)
+    assert "P(accept) = p if drawn apart" in shared and "Shared noise: the drafter drew" in shared
+    assert "Shared noise" not in viz.round_html(rnd, algorithm="slem")
+    assert "shared its noise with the drafter" in picture.rejection_explanation(res, 0)
+    plain = hsd.generate(pair, "def f", algorithm="slem", max_new_tokens=12, temperature=1.0, seed=3, lookahead=3,
+                         record_distributions=True)
+    assert "shared its noise" not in picture.rejection_explanation(plain, 0)
