@@ -281,13 +281,13 @@ def result_to_html(result: Result, meta: dict | None = None, *, prompt: str | No
     table = "".join(f"<tr><td>{_e(k)}</td><td>{_e(val)}</td></tr>" for k, val in rows if val)
     open_index = interesting_round(result.rounds) if result.rounds else None
     rounds = []
+    shared = result.settings.get("noise") == "shared"
     for r in result.rounds:
         summary = (f"Round {r.index}: {len(r.proposed)} proposed, {r.n_accepted} accepted, "
                    f"{len(r.emitted)} emitted")
+        view = round_html(r, algorithm=result.algorithm, special_drafter=sd, special_target=st, shared_noise=shared)
         rounds.append(f'<details{" open" if r.index == open_index else ""}><summary>{_e(summary)}</summary>'
-                      f"{round_html(r, algorithm=result.algorithm, special_drafter=sd, special_target=st,
-                                  shared_noise=result.settings.get("noise") == "shared")}"
-                      f"{_pictures_html(r)}</details>")
+                      f"{view}{_pictures_html(r)}</details>")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{_e(title)}</title><style>{_CSS}</style></head>
