@@ -6,7 +6,9 @@
 
 Waits for the coloured output, the token-boundary view and the speedup plot; fails if one never
 appears. Screenshots: app-run.png, app-rounds.png, app-compare.png (and app-full.png, the whole page), then
-app-picture.png (a recorded TLI run at T=1, one position's picture), app-lossless.png and app-drafters.png.
+app-picture.png (a recorded TLI run at T=1, one position's picture), app-lossless.png, app-drafters.png and
+app-shared-noise.png (the shared-noise example compared: SLEM at T=0.7 writes AR's text; ``--only shared-noise``
+takes just that one).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "img"))
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--timeout", type=float, default=240, help="seconds to wait for each result")
+    ap.add_argument("--only", choices=["shared-noise"], help="take only this screenshot")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(ROOT))
@@ -45,6 +48,10 @@ def main() -> int:
             browser = pw.chromium.launch(executable_path=args.chromium, args=FLAGS)
             page = browser.new_page(viewport={"width": 1500, "height": 1000}, device_scale_factor=1)
             page.goto(url)
+            if args.only == "shared-noise":
+                shared_noise_view(page, app, out, wait)
+                browser.close()
+                return 0
             page.get_by_text(app.EXAMPLES[0][0]).first.click()  # the first (default) example
             for label, value in (("Target (Hub id or local directory)", args.target),
                                  ("Drafter (empty: AR only)", args.drafter)):
@@ -91,13 +98,29 @@ def main() -> int:
             page.wait_for_selector("#hsd-drafters-plot .gtitle", timeout=wait * 2)
             page.wait_for_timeout(1000)
             page.locator("#hsd-drafters").screenshot(path=str(out / "app-drafters.png"))
+            shared_noise_view(page, app, out, wait)
             browser.close()
     finally:
         demo.close()
     for name in ("app-run.png", "app-rounds.png", "app-compare.png", "app-full.png", "app-picture.png",
-                 "app-lossless.png", "app-drafters.png"):
+                 "app-lossless.png", "app-drafters.png", "app-shared-noise.png"):
         print(out / name)
     return 0
+
+
+def shared_noise_view(page, app, out: Path, wait: int) -> None:
+    """The shared-noise example (its box ticked), compared: the badge says SLEM's sampled text is AR's."""
+    label = next(e[0] for e in app.EXAMPLES if len(e) > 9 and e[9])
+    page.get_by_text(label).first.click()
+    page.wait_for_function("document.querySelector('#hsd-shared-noise input').checked", timeout=wait)
+    page.get_by_role("button", name="Compare all algorithms").click()
+    page.get_by_role("tab", name="Compare").click()
+    page.wait_for_selector("#hsd-status:has-text('Compared'), #hsd-status:has-text('⚠️')", timeout=wait)
+    page.wait_for_selector("#hsd-speedup .js-plotly-plot", timeout=wait)
+    page.wait_for_timeout(1500)
+    page.locator("#hsd-compare").screenshot(path=str(out / "app-shared-noise.png"))
+    page.locator("#hsd-shared-noise").scroll_into_view_if_needed()
+    page.locator("#hsd-shared-noise").screenshot(path=str(out / "app-shared-noise-box.png"))
 
 
 if __name__ == "__main__":
