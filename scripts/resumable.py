@@ -622,7 +622,7 @@ def resume(args) -> int:
                 raise SystemExit("--distill-logits trains a drafter on the target's distribution: pass --role drafter, "
                                  "drafter-bytes or drafter-shared")
             seg["soft"] = dict(target=str(args.distill_logits), weight=args.soft_weight,
-                               windows=args.soft_windows, positions=0)
+                               windows=args.soft_windows, positions=0, temperature=args.soft_temperature)
         if args.peak_lr:
             seg["peak_lr"] = args.peak_lr
         if args.train_batch:
@@ -672,8 +672,10 @@ def resume(args) -> int:
     if soft:
         from soft_labels import SoftLabeler, heldout_soft_loss, soft_loss
 
-        labeler = SoftLabeler(soft["target"], tok, device, bf16=device.startswith("cuda"))
-        log(f"soft labels from {soft['target']} on {soft['windows']} windows a step, weight {soft['weight']} "
+        labeler = SoftLabeler(soft["target"], tok, device, bf16=device.startswith("cuda"),
+                              temperature=soft.get("temperature", 1.0))
+        log(f"soft labels from {soft['target']} at T={soft.get('temperature', 1.0):g} on {soft['windows']} windows a "
+            f"step, weight {soft['weight']} "
             f"({labeler.exact} of its tokens are drafter tokens; the rest map to their first drafter piece)")
 
     stop = Stop()
@@ -860,7 +862,7 @@ def export(args) -> int:
         # a drafter trained on the target's distribution: score both on it, at the held-out split's aligned positions
         from soft_labels import SoftLabeler, heldout_soft_loss
 
-        labeler = SoftLabeler(args.distill_logits, tok)
+        labeler = SoftLabeler(args.distill_logits, tok, temperature=args.soft_temperature)
         new["soft_label"] = heldout_soft_loss(model, labeler, held, seq, max_windows=256)
         old["soft_label"] = heldout_soft_loss(shipped, labeler, held, seq, max_windows=256)
         log(f"{role} against {args.distill_logits}'s soft labels on held-out text (nats per aligned position): "
@@ -1018,6 +1020,10 @@ def main(argv=None) -> int:
                          "carried into the drafter's vocabulary where both tokenizers cut (scripts/soft_labels.py); "
                          "export: score the checkpoint and the shipped drafter on it")
     ap.add_argument("--soft-weight", type=float, default=0.8, help="--distill-logits: the soft labels' share of the loss")
+    ap.add_argument("--soft-temperature", type=float, default=1.0,
+                    help="--distill-logits: the target's temperature the labels are taken at (0.7: the distribution "
+                         "SLEM at T=0.7 samples, which a drafter for shared noise should match; it then drafts at "
+                         "drafter temperature 1); export scores at the same temperature")
     ap.add_argument("--soft-windows", type=int, default=16,
                     help="--distill-logits: windows of each batch the target reads (its forward is most of a step)")
     ap.add_argument("--distill-greedy", action="store_true",

@@ -62,9 +62,16 @@ def first_piece_map(target_tok, drafter_tok) -> tuple[torch.Tensor, int]:
 
 
 class SoftLabeler:
-    """The target's next-token distribution carried into the drafter's vocabulary, at aligned positions."""
+    """The target's next-token distribution carried into the drafter's vocabulary, at aligned positions.
 
-    def __init__(self, target_dir, drafter_tok, device: str = "cpu", bf16: bool = False, chunk: int = 32):
+    ``temperature`` is the target's sampling temperature the labels are taken at (1: its own distribution; 0.7:
+    the sharper one SLEM at T = 0.7 samples, which with shared noise the drafter should be close to,
+    docs/coupling.md). A drafter trained on labels at T then drafts at drafter temperature 1."""
+
+    def __init__(self, target_dir, drafter_tok, device: str = "cpu", bf16: bool = False, chunk: int = 32,
+                 temperature: float = 1.0):
+        if not temperature > 0:
+            raise ValueError(f"the soft labels' temperature must be > 0, got {temperature!r}")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.tok_t = AutoTokenizer.from_pretrained(target_dir)
@@ -77,7 +84,7 @@ class SoftLabeler:
         vd = Vocab.from_tokenizer(drafter_tok)
         self.d_bytes = [b or b"" for b in vd.tokens] + [b""] * max(0, self.n_drafter - len(vd.tokens))
         self.special = torch.tensor([not b for b in self.d_bytes], dtype=torch.bool)
-        self.device, self.bf16, self.chunk = device, bf16, chunk
+        self.device, self.bf16, self.chunk, self.temperature = device, bf16, chunk, float(temperature)
 
     def _segments(self, row: list[int]):
         """Each run of text tokens between the window's ``<s>``/``</s>`` markers (a file, or one of the target's
@@ -143,7 +150,7 @@ class SoftLabeler:
                     src.append((i, j))
         if not flat:
             return torch.zeros(0, dtype=torch.long), torch.zeros(0, self.n_drafter), 0.0
-        p = torch.softmax(torch.stack([logits[i][j] for i, j in src]).float(), dim=-1)[:, self.keep]
+        p = torch.softmax(torch.stack([logits[i][j] for i, j in src]).float() / self.temperature, dim=-1)[:, self.keep]
         p = p / p.sum(-1, keepdim=True)
         y = torch.zeros(p.shape[0], self.n_drafter, device=p.device)
         y.index_add_(1, self.first[self.keep].to(p.device), p)

@@ -156,3 +156,24 @@ def test_for_a_byte_drafter_a_label_is_the_targets_probability_of_each_first_byt
         if b:
             manual[byte_id[b[:1]]] += probs[j, t]
     assert torch.allclose(y[j], manual / manual.sum(), atol=1e-4)
+
+
+def test_labels_at_a_lower_temperature_are_the_targets_sharper_distribution(labeler):
+    """``temperature`` takes the labels at the target's sampling temperature: the same aligned positions, sharper
+    rows, each the T-softmax of the target's logits carried to the drafter's tokens; 1 is the default's labels."""
+    from soft_labels import SoftLabeler
+
+    x = torch.tensor([_row(labeler, CODE)[:-1]])
+    idx, y, _ = labeler.labels(x)
+    cold = SoftLabeler.__new__(SoftLabeler)
+    cold.__dict__.update(labeler.__dict__, temperature=0.7)
+    idx_c, y_c, _ = cold.labels(x)
+    assert idx_c.tolist() == idx.tolist()
+    assert torch.allclose(y_c.sum(-1), torch.ones(len(idx)), atol=1e-5)
+    entropy = lambda p: float(-(p * p.clamp_min(1e-12).log()).sum(-1).mean())  # noqa: E731
+    assert entropy(y_c) < entropy(y)
+    same = SoftLabeler.__new__(SoftLabeler)
+    same.__dict__.update(labeler.__dict__, temperature=1.0)
+    assert torch.allclose(same.labels(x)[1], y)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        SoftLabeler(PAIR / "target", _drafter_tok(), temperature=0)
