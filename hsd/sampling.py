@@ -16,6 +16,7 @@ import torch
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from .errors import InvalidSettingError
+from .noise import sample as noise_sample
 
 MIN_TEMPERATURE = 1e-6  # |logit| / 1e-6 stays finite in float32 for any |logit| < 3e32
 
@@ -73,7 +74,7 @@ class Rng:
     """The per-call source of randomness: one ``torch.Generator`` per device, seeded from ``seed``.
 
     With ``noise="shared"`` the target's and the drafter's token draws in AR and SLEM come instead from one
-    field of Gumbel noise keyed by where a token starts in the generated text (:mod:`hsd.noise`); the
+    field of noise keyed by where a token starts in the generated text (:mod:`hsd.noise`); the
     generators still serve every other draw.
     """
 
@@ -88,8 +89,7 @@ class Rng:
 
     def draw_at(self, probs: torch.Tensor, vocab, offset: int, empties: int) -> int:
         """The shared field's draw from one row ``probs`` at ``(offset, empties)`` (:func:`hsd.noise.sample`)."""
-        from .noise import sample
-        return sample(probs, vocab, self.seed, offset, empties)
+        return noise_sample(probs, vocab, self.seed, offset, empties)
 
     def generator(self, device) -> torch.Generator:
         key = str(torch.device(device))
