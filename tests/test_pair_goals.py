@@ -173,3 +173,16 @@ def test_tli_at_t1_is_measured_with_the_drafter_for_sampling_beside_the_greedy_o
     assert [(r["preset"], r["algorithm"], r["temperature"], r["goal"]) for r in rows] == [
         ("tiny-code-sampling", "tli", 1.0, 1.0), ("tiny-code", "tli", 1.0, None)]
     assert all(r["speedup"] > 0 and r["tau"] >= 1.0 for r in rows)
+
+
+def test_slem_at_t07_is_measured_with_the_drafter_for_sampling_and_shared_noise_beside_the_others(tmp_path):
+    """The goal's row: the drafter for sampling with shared noise; the greedy drafter with shared and with
+    independent noise beside it, no goal."""
+    out = tmp_path / "goals.json"
+    assert pair_goals.main(["--skip-bpc", "--skip-quality", "--only", "slem@0.7", "--prompts", "1", "--lookahead",
+                            "1", "--max-new-tokens", "8", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["speed"]
+    assert [(r["preset"], r["temperature"], r["goal"], r["noise"]) for r in rows] == [
+        ("tiny-code-sampling", 0.7, 1.2, "shared"), ("tiny-code", 0.7, None, "shared"),
+        ("tiny-code", 0.7, None, "independent")]
+    assert all(r["algorithm"] == "slem" and r["speedup"] > 0 for r in rows)
