@@ -416,13 +416,22 @@ def main(argv=None) -> int:
     return 0
 
 
+CARD_FOLDERS = {"tiny-code": "drafter", "tiny-code-bytes": "drafter-bytes", "tiny-code-sampling": "drafter-sampling"}
+
+
 def write_cards(folder: Path, rows, machine: str, args, costs_text: str) -> None:
+    """The target's card gets every row and the forward costs; each drafter's card the rows measured with it."""
     import model_card
 
-    card = folder / "target" / "README.md"
-    text = model_card.replace_block(card.read_text(), model_card.ENGINE, table(rows, machine, args))
-    card.write_text(model_card.replace_block(text, model_card.MEAS, costs_text))
-    print(f"wrote the speed table and the forward costs into {card}")
+    cards = [(folder / "target" / "README.md", rows)]
+    cards += [(folder / sub / "README.md", [r for r in rows if r["preset"] == preset])
+              for preset, sub in CARD_FOLDERS.items()]
+    for card, own in cards:
+        if not own or not card.is_file():
+            continue
+        text = model_card.replace_block(card.read_text(), model_card.ENGINE, table(own, machine, args))
+        card.write_text(model_card.replace_block(text, model_card.MEAS, costs_text))
+        print(f"wrote the speed table ({len(own)} rows) and the forward costs into {card}")
 
 
 if __name__ == "__main__":

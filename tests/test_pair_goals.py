@@ -186,3 +186,21 @@ def test_slem_at_t07_is_measured_with_the_drafter_for_sampling_and_shared_noise_
         ("tiny-code-sampling", 0.7, 1.2, "shared"), ("tiny-code", 0.7, None, "shared"),
         ("tiny-code", 0.7, None, "independent")]
     assert all(r["algorithm"] == "slem" and r["speedup"] > 0 for r in rows)
+
+
+def test_cards_get_the_rows_measured_with_their_own_drafter(tmp_path):
+    """``--cards-from``: the target's card every row; each drafter's card its own rows; the forward costs in all."""
+    root = Path(__file__).resolve().parent.parent
+    saved = root / "docs" / "benchmarks" / "pair-goals-2026-12-05-drafter-f.json"
+    for sub in ("target", "drafter", "drafter-bytes", "drafter-sampling"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "README.md").write_text((root / "assets" / "tiny-code" / sub / "README.md").read_text())
+    assert pair_goals.main(["--cards-from", str(saved), "--pair", str(tmp_path)]) == 0
+    rows = json.loads(saved.read_text())["speed"]
+    for sub, preset in (("target", None), ("drafter", "tiny-code"), ("drafter-bytes", "tiny-code-bytes"),
+                        ("drafter-sampling", "tiny-code-sampling")):
+        card = (tmp_path / sub / "README.md").read_text()
+        engine = card.split("<!-- hsd-engine:start -->")[1].split("<!-- hsd-engine:end -->")[0]
+        own = [r for r in rows if preset is None or r["preset"] == preset]
+        assert engine.count("\n| tiny-code") == len(own), sub
+        assert "Not measured yet" not in card and "Target decoding step" in card
