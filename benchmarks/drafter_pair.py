@@ -11,7 +11,7 @@ machine, so a difference of 0.01 is real. At T > 0 each prompt has its own seed,
 Tokens/s are printed too, measured alternately, for what they are worth.
 
 Each folder holds ``drafter/``, ``drafter-bytes/`` (the byte drafter for SLRS) and ``drafter-sampling/`` (the
-drafter for TLI at T = 1); the target is ``--target``.
+drafter for sampling: TLI at T = 1, SLEM at T = 0.7 with shared noise); the target is ``--target``.
 """
 from __future__ import annotations
 
@@ -28,26 +28,30 @@ import torch  # noqa: E402
 import hsd  # noqa: E402
 from hsd.bench import load_prompts, machine_info, machine_line  # noqa: E402
 
-# (drafter folder, algorithm, temperature, lookahead, drafter temperature, draft threshold): the settings
+# (drafter folder, algorithm, temperature, lookahead, drafter temperature, draft threshold, noise): the settings
 # pair_goals.py's calibration chose for issue 13's goals in the runs of 4 December 2026 (drafter-sampling's: those
-# of 5 December)
+# of 5 December; SLEM at T=0.7 with shared noise, hsd/noise.py, is the goal's row since then)
 SETTINGS = [
-    ("drafter", "slem", 0.0, 12, None, 0.5),
-    ("drafter", "slem", 0.0, 5, None, 0.0),
-    ("drafter", "tli", 1.0, 1, None, 0.0),
-    ("drafter", "slem", 0.7, 12, 0.0, 0.7),
-    ("drafter-sampling", "tli", 1.0, 1, None, 0.0),
-    ("drafter-sampling", "tli", 1.0, 12, None, 0.7),
-    ("drafter-bytes", "slrs", 0.0, 1, None, 0.0),
-    ("drafter-bytes", "slrs", 0.0, 2, None, 0.0),
+    ("drafter", "slem", 0.0, 12, None, 0.5, "independent"),
+    ("drafter", "slem", 0.0, 5, None, 0.0, "independent"),
+    ("drafter", "tli", 1.0, 1, None, 0.0, "independent"),
+    ("drafter", "slem", 0.7, 12, 0.0, 0.7, "independent"),
+    ("drafter-sampling", "tli", 1.0, 1, None, 0.0, "independent"),
+    ("drafter-sampling", "tli", 1.0, 12, None, 0.7, "independent"),
+    ("drafter-sampling", "slem", 0.7, 12, None, 0.5, "shared"),
+    ("drafter-sampling", "slem", 0.7, 3, None, 0.0, "shared"),
+    ("drafter-bytes", "slrs", 0.0, 1, None, 0.0, "independent"),
+    ("drafter-bytes", "slrs", 0.0, 2, None, 0.0, "independent"),
 ]
 
 
-def measure(pair, prompts, algorithm, temperature, lookahead, drafter_t, threshold, max_new_tokens) -> dict:
+def measure(pair, prompts, algorithm, temperature, lookahead, drafter_t, threshold, max_new_tokens,
+            noise="independent") -> dict:
     taus, verified, seconds, tokens = [], [], 0.0, 0
     for i, prompt in enumerate(prompts):
         res = hsd.generate(pair, prompt, algorithm=algorithm, max_new_tokens=max_new_tokens, temperature=temperature,
-                           lookahead=lookahead, seed=i, drafter_temperature=drafter_t, draft_threshold=threshold)
+                           lookahead=lookahead, seed=i, drafter_temperature=drafter_t, draft_threshold=threshold,
+                           noise=noise)
         taus.append(res.metrics["mean_accepted_length"] or 0.0)
         verified.append(res.metrics["verified_acceptance_rate"] or 0.0)
         seconds, tokens = seconds + res.metrics["total_s"], tokens + len(res.token_ids)
@@ -75,12 +79,13 @@ def main(argv=None) -> list[dict]:
           "| old tok/s | new tok/s |")
     print("|---|---|---|---|---|---|---|---|---|")
     rows = []
-    for role, algorithm, t, k, drafter_t, threshold in SETTINGS:
+    for role, algorithm, t, k, drafter_t, threshold, noise in SETTINGS:
         got = {}
         for name, folder in sets.items():
-            got[name] = measure(pairs[name, role], prompts, algorithm, t, k, drafter_t, threshold, args.max_new_tokens)
+            got[name] = measure(pairs[name, role], prompts, algorithm, t, k, drafter_t, threshold, args.max_new_tokens,
+                                noise)
         setting = f"{k}" + (f" (stop below {threshold:g})" if threshold else "") + (
-            "" if drafter_t is None else f", drafter T={drafter_t:g}")
+            "" if drafter_t is None else f", drafter T={drafter_t:g}") + (", shared noise" if noise == "shared" else "")
         print(f"| {algorithm} ({role}) | {t:g} | {setting} | {got['old']['tau']:.3f} | {got['new']['tau']:.3f} | "
               f"{got['old']['verified_acceptance']:.3f} | {got['new']['verified_acceptance']:.3f} | "
               f"{got['old']['tps']:.1f} | {got['new']['tps']:.1f} |", flush=True)

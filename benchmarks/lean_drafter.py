@@ -89,7 +89,7 @@ def main(argv=None) -> dict:
     print("| algorithm | T | lookahead | AR tok/s | transformers drafter tok/s | x AR | lean drafter tok/s | x AR "
           "| same output |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for role, algorithm, t, k, drafter_t, threshold in SETTINGS:
+    for role, algorithm, t, k, drafter_t, threshold, noise in SETTINGS:
         seconds = dict.fromkeys(("ar", *RUNNERS), 0.0)
         tokens = dict.fromkeys(seconds, 0)
         same = 0
@@ -98,14 +98,14 @@ def main(argv=None) -> dict:
                             drafter_temperature=drafter_t, draft_threshold=threshold)
             runs = {"ar": _generate(pairs[role], prompt, "lean", algorithm="ar", **settings)}
             for runner in RUNNERS:
-                runs[runner] = _generate(pairs[role], prompt, runner, algorithm=algorithm, **settings)
+                runs[runner] = _generate(pairs[role], prompt, runner, algorithm=algorithm, noise=noise, **settings)
             for key, res in runs.items():
                 seconds[key] += res.metrics["total_s"]
                 tokens[key] += len(res.token_ids)
             same += runs["transformers"].token_ids == runs["lean"].token_ids
         tps = {key: tokens[key] / seconds[key] for key in seconds}
         setting = f"{k}" + (f" (stop below {threshold:g})" if threshold else "") + (
-            "" if drafter_t is None else f", drafter T={drafter_t:g}")
+            "" if drafter_t is None else f", drafter T={drafter_t:g}") + (", shared noise" if noise == "shared" else "")
         print(f"| {algorithm} ({role}) | {t:g} | {setting} | {tps['ar']:.1f} | {tps['transformers']:.1f} | "
               f"{tps['transformers'] / tps['ar']:.2f} | {tps['lean']:.1f} | {tps['lean'] / tps['ar']:.2f} | "
               f"{same}/{len(prompts)} |", flush=True)
