@@ -23,7 +23,7 @@ BLURB = {
     "drafter-shared": "very small Llama-architecture *drafter* with the target's own byte-level BPE tokenizer "
                       "(a shared vocabulary: classic speculative decoding applies)",
     "drafter-sampling": "very small Llama-architecture *drafter* for sampling: the SentencePiece drafter trained "
-                        "further on the target's whole next-token distribution, for TLI at temperature 1",
+                        "further on the target's whole next-token distribution, for sampling (TLI at temperature 1, SLEM at temperature 0.7 with shared noise)",
 }
 
 
