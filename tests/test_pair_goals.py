@@ -204,3 +204,25 @@ def test_cards_get_the_rows_measured_with_their_own_drafter(tmp_path):
         own = [r for r in rows if preset is None or r["preset"] == preset]
         assert engine.count("\n| tiny-code") == len(own), sub
         assert "Not measured yet" not in card and "Target decoding step" in card
+
+
+def test_round_costs_times_the_loop_and_puts_everything_back(tmp_path):
+    """benchmarks/round_costs.py: the drafter's forwards by place in the round and the field's draws are timed inside
+    SLEM's loop, beside the back-to-back step; the patched functions are restored."""
+    import round_costs
+
+    import hsd.lean
+    import hsd.sampling
+    import hsd.session
+
+    before = (hsd.sampling.noise_sample, hsd.session.DrafterContext.draft, hsd.lean.LeanRunner.forward)
+    out = round_costs.main(["--prompts", "1", "--seeds", "1", "--max-new-tokens", "12", "--json",
+                            str(tmp_path / "r.json")])
+    assert (hsd.sampling.noise_sample, hsd.session.DrafterContext.draft, hsd.lean.LeanRunner.forward) == before
+    assert out["round_ms"] > 0 and out["tokens_per_round"] >= 1 and out["speedup"] > 0
+    assert set(out["split_ms"]) >= {"draft", "verify"}
+    places = out["drafter_forward_ms"]
+    assert "later" in places and any(k.startswith("first") for k in places)  # k=3: the first, then two more
+    assert out["draws_per_round"] > 1 and out["draw_us"] > 0  # the drafter's draws and the target's
+    assert out["back_to_back_ms"]["drafter_step"] > 0
+    assert json.loads((tmp_path / "r.json").read_text())["settings"]["noise"] == "shared"
