@@ -11,8 +11,8 @@
 3. Speed against hsd's AR in the same run, prompt by prompt (AR and the algorithm alternate, so a
    change in the machine's load hits both): greedy SLEM >= 2.0x; TLI at T=1 >= 1.0x and SLEM at
    T=0.7 (shared noise) >= 1.2x, both with the drafter for sampling, ``drafter-sampling`` (the greedy
-   drafter's rows beside them have no goal); SLRS with the byte drafter at T=0 >= 1.0x. Speedup = (total tokens / total
-   seconds) of the algorithm over the same for AR.
+   drafter's rows beside them have no goal); SLRS with the byte drafter at T=0 >= 1.0x. Speedup =
+   (total tokens / total seconds) of the algorithm over the same for AR.
 
 ``--lookahead auto`` chooses each goal's lookahead by measurement on the last 4 code prompts (never among
 the measured ones): the fastest of 1, 2, 3, 5 and 8, of a dynamic lookahead (up to 12, stopping after a

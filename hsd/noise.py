@@ -35,7 +35,6 @@ needs each draft drawn afresh given the past, which a field read again in the ne
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import weakref
 from dataclasses import dataclass, field
@@ -86,15 +85,9 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> _U31)
 
 
-@functools.lru_cache(maxsize=1024)
-def _kind_base(seed: int, kind: int) -> int:
-    """The part of :func:`_site` that depends on the seed and the kind only (computed once per pair)."""
-    return _mix_int(_mix_int((seed & _M64) ^ _C1) ^ kind)
-
-
 def _site(seed: int, kind: int, j: int, e: int) -> int:
     """The 64-bit address of the field's values of ``kind`` at byte position ``j`` after ``e`` empties."""
-    return _mix_int(_mix_int(_kind_base(seed, kind) ^ j) ^ ((e * _C2) & _M64))
+    return _mix_int(_mix_int(_mix_int(_mix_int((seed & _M64) ^ _C1) ^ kind) ^ j) ^ ((e * _C2) & _M64))
 
 
 def _uniforms(site: int, keys: np.ndarray) -> np.ndarray:
@@ -109,19 +102,6 @@ def _uniform(site: int, key: int) -> float:
     """:func:`_uniforms` of one key, in Python integers."""
     x = _mix_int((_mix_int(key ^ site) + _C1) & _M64)
     return ((x >> 11) + 0.5) * (1.0 / (1 << 53))
-
-
-_ALL_BYTES = np.arange(256, dtype=np.uint64)
-
-
-@functools.lru_cache(maxsize=2048)
-def _byte_gumbels(seed: int, j: int, e: int) -> np.ndarray:
-    """The 256 ``BYTE`` Gumbels at byte position ``j`` after ``e`` empties, ``-log(-log(u))``, computed once: the
-    target's and the drafter's walks, and the rounds that draft again from the same offset, all read them."""
-    u = _uniforms(_site(seed, BYTE, j, e), _ALL_BYTES)
-    g = -np.log(-np.log(u))
-    g.flags.writeable = False
-    return g
 
 
 def _gumbel_argmax(mass: np.ndarray, site: int, keys: np.ndarray) -> int:
@@ -167,7 +147,7 @@ class Trie:
             col = self.table[ends:hi, depth] if ends < hi else np.zeros(0, dtype=np.uint8)
             starts = np.flatnonzero(np.diff(col)) + 1 if len(col) else np.zeros(0, dtype=np.int64)
             bounds = np.concatenate([[0], starts, [len(col)]]).astype(np.int64) + ends
-            kids = col[bounds[:-1] - ends].astype(np.int64) if len(col) else np.zeros(0, dtype=np.int64)
+            kids = col[bounds[:-1] - ends].astype(np.uint64) if len(col) else np.zeros(0, dtype=np.uint64)
             hit = self.nodes[(lo, depth)] = (ends, kids, bounds)
         return hit
 
@@ -177,8 +157,7 @@ class Trie:
         n_ids = len(p)
         if n_ids < len(self.order) + len(self.byteless):  # a tokenizer may have more ids than the model has logits
             p = np.concatenate([p, np.zeros(len(self.order) + len(self.byteless) - n_ids)])
-        cum = np.zeros(len(self.order) + 1)  # the mass of rows lo..hi is cum[hi] - cum[lo]
-        np.cumsum(p[self.order], out=cum[1:])
+        cum = np.concatenate([[0.0], np.cumsum(p[self.order])])  # the mass of rows lo..hi is cum[hi] - cum[lo]
         # 1. without bytes, or with: Gumbel-max over the byteless tokens and one "with bytes" option
         pick = _gumbel_argmax(np.append(p[self.byteless], cum[-1]), _site(seed, ROOT, c, e), self.root_keys)
         if pick < len(self.byteless):
@@ -196,9 +175,7 @@ class Trie:
                     return int(self.order[lo + dup])
             # 2. the byte at j among the children
             mass = cum[bounds[1:]] - cum[bounds[:-1]]
-            live = mass.nonzero()[0]  # Gumbel-max over the children with mass, as _gumbel_argmax, on cached Gumbels
-            k = int(live[0]) if len(live) == 1 else \
-                int(live[(np.log(mass[live]) + _byte_gumbels(seed, j, e)[kids[live]]).argmax()])
+            k = _gumbel_argmax(mass, _site(seed, BYTE, j, e), kids)
             lo, hi, depth, j = int(bounds[k]), int(bounds[k + 1]), depth + 1, j + 1
 
 

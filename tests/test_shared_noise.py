@@ -86,8 +86,8 @@ PINNED_DRAWS = {
 
 def test_the_field_is_the_same_in_every_version():
     """A seed names one text: the field's values are part of the API (an example, a shared trace, a classroom's
-    seed must give the same tokens after an upgrade). Pinned when the field landed; a faster walk (cached Gumbels
-    per byte position) had to reproduce them."""
+    seed must give the same tokens after an upgrade). Pinned on the field as it landed; any faster walk must
+    reproduce them."""
     pair = hsd.load_pair(preset="tiny-code", device="cpu")
     for role in ("target", "drafter"):
         m = getattr(pair, role)
