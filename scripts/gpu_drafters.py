@@ -19,6 +19,17 @@ segment reads it 7 times. On a GPU both are minutes. Three steps:
   python scripts/train_pair.py export --role drafter --work ~/.cache/hsd-train --distill-from assets/tiny-code/target
   python benchmarks/pair_goals.py --prompts 8 --lookahead auto --costs
 
+The drafter for sampling (`drafter-sampling`) trains on the target's soft labels at T = 0.7, at every position
+(the labels' Python, not the GPU, then sets a step's pace: `--soft-windows` of each step's windows are labelled):
+
+  python scripts/gpu_drafters.py pack --work ~/.cache/hsd-train --roles drafter drafter-sampling --bundle .gpu/work.tar.xz
+  python scripts/gpu_drafters.py run --bundle .gpu/work.tar.xz --out gpu-out --device cuda --distill-mix 0.875 \
+      --soft drafter-sampling 0.7
+  python scripts/gpu_drafters.py merge --results gpu-out --work ~/.cache/hsd-train
+  python scripts/train_pair.py export --role drafter-sampling --work ~/.cache/hsd-train \
+      --distill-from assets/tiny-code/target --distill-logits assets/tiny-code/target --soft-temperature 0.7 \
+      --soft-positions all
+
 The GPU machine needs the Python packages hsd needs (requirements.txt), offline. One that had transformers 5.17
 (hsd imports `DummyLayer`, added later) ran it with transformers 5.25 and huggingface_hub 2.4 installed from
 wheels carried along (`pip install --no-index --no-deps --target /tmp/site .whl/*.whl`, PYTHONPATH=/tmp/site) and
@@ -56,7 +67,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = ("drafter", "drafter-bytes")
 # windows per step on the GPU (the CPU segments take 32 x 256 and 16 x 512 tokens)
-GPU_BATCH = {"drafter": 256, "drafter-bytes": 128, "drafter-shared": 256}
+GPU_BATCH = {"drafter": 256, "drafter-bytes": 128, "drafter-shared": 256, "drafter-sampling": 256}
 PART = 15 * 2**20  # result files are split below 16 MiB
 NL = b"\n"
 
@@ -213,7 +224,16 @@ def run(args) -> int:
         return tp + ["resume", "--role", role, "--work", str(folder), *([] if init is None else ["--init", str(init)]),
                      "--device", args.device, "--threads", str(args.threads), "--distill-from", str(target),
                      "--distill-mix", str(args.distill_mix), "--minutes", str(args.train_minutes), "--train-batch",
-                     str(args.train_batch or GPU_BATCH[role]), "--eval-minutes", "0.5", "--checkpoint-minutes", "100"]
+                     str(args.train_batch or GPU_BATCH[role]), "--eval-minutes", "0.5", "--checkpoint-minutes", "100",
+                     *soft_args(role)]
+
+    soft = {role: float(t) for role, t in args.soft or []}
+
+    def soft_args(role: str) -> list[str]:  # the target's soft labels at the role's temperature (scripts/soft_labels.py)
+        if role not in soft:
+            return []
+        return ["--distill-logits", str(target), "--soft-temperature", str(soft[role]), "--soft-positions",
+                args.soft_positions, "--soft-windows", str(args.soft_windows), "--soft-weight", str(args.soft_weight)]
 
     roles = info["roles"] if args.roles is None else args.roles
     jobs = {role: segment(role, work, None if args.init is None else Path(args.init) / role) for role in roles}
@@ -393,6 +413,13 @@ def main(argv=None) -> int:
     p.add_argument("--max-return-mb", type=float, default=30, help="compressed new continuations to return "
                    "(with candidates, 15: at most 8 files come back from the device tool)")
     p.add_argument("--roles", nargs="*", default=None, help="the shipped roles to train (default: the bundle's)")
+    p.add_argument("--soft", nargs=2, action="append", metavar=("ROLE", "T"),
+                   help="ROLE's segments (its candidates' too) also train on the target's soft labels at temperature "
+                        "T (e.g. `--soft drafter-sampling 0.7`: the drafter SLEM at T=0.7 with shared noise drafts with)")
+    p.add_argument("--soft-positions", choices=("aligned", "all"), default="all",
+                   help="--soft: the positions labelled (scripts/soft_labels.py)")
+    p.add_argument("--soft-windows", type=int, default=32, help="--soft: windows of each step the target labels")
+    p.add_argument("--soft-weight", type=float, default=0.8, help="--soft: the soft labels' share of the loss")
     p = sub.add_parser("merge", help="here: the results into the work folder")
     p.add_argument("--results", required=True)
     p.add_argument("--work", default="~/.cache/hsd-train")

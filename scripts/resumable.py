@@ -622,7 +622,8 @@ def resume(args) -> int:
                 raise SystemExit("--distill-logits trains a drafter on the target's distribution: pass --role drafter, "
                                  "drafter-bytes or drafter-shared")
             seg["soft"] = dict(target=str(args.distill_logits), weight=args.soft_weight,
-                               windows=args.soft_windows, positions=0, temperature=args.soft_temperature)
+                               windows=args.soft_windows, positions=0, temperature=args.soft_temperature,
+                               where=args.soft_positions)
         if args.peak_lr:
             seg["peak_lr"] = args.peak_lr
         if args.train_batch:
@@ -673,8 +674,9 @@ def resume(args) -> int:
         from soft_labels import SoftLabeler, heldout_soft_loss, soft_loss
 
         labeler = SoftLabeler(soft["target"], tok, device, bf16=device.startswith("cuda"),
-                              temperature=soft.get("temperature", 1.0))
-        log(f"soft labels from {soft['target']} at T={soft.get('temperature', 1.0):g} on {soft['windows']} windows a "
+                              temperature=soft.get("temperature", 1.0), positions=soft.get("where", "aligned"))
+        log(f"soft labels from {soft['target']} at T={soft.get('temperature', 1.0):g} at the {labeler.positions} "
+            f"positions on {soft['windows']} windows a "
             f"step, weight {soft['weight']} "
             f"({labeler.exact} of its tokens are drafter tokens; the rest map to their first drafter piece)")
 
@@ -862,10 +864,11 @@ def export(args) -> int:
         # a drafter trained on the target's distribution: score both on it, at the held-out split's aligned positions
         from soft_labels import SoftLabeler, heldout_soft_loss
 
-        labeler = SoftLabeler(args.distill_logits, tok, temperature=args.soft_temperature)
+        labeler = SoftLabeler(args.distill_logits, tok, temperature=args.soft_temperature,
+                              positions=args.soft_positions)
         new["soft_label"] = heldout_soft_loss(model, labeler, held, seq, max_windows=256)
         old["soft_label"] = heldout_soft_loss(shipped, labeler, held, seq, max_windows=256)
-        log(f"{role} against {args.distill_logits}'s soft labels on held-out text (nats per aligned position): "
+        log(f"{role} against {args.distill_logits}'s soft labels on held-out text (nats per labelled position): "
             f"checkpoint {new['soft_label']['soft_ce']}, shipped {old['soft_label']['soft_ce']} "
             f"(the labels' entropy {new['soft_label']['entropy']})")
         better = new["soft_label"]["soft_ce"] < old["soft_label"]["soft_ce"]
@@ -1024,6 +1027,10 @@ def main(argv=None) -> int:
                     help="--distill-logits: the target's temperature the labels are taken at (0.7: the distribution "
                          "SLEM at T=0.7 samples, which a drafter for shared noise should match; it then drafts at "
                          "drafter temperature 1); export scores at the same temperature")
+    ap.add_argument("--soft-positions", choices=("aligned", "all"), default="aligned",
+                    help="--distill-logits: label only the positions where both tokenizers cut (aligned), or also "
+                         "those inside a target token, with the target's distribution given the bytes already "
+                         "written (all; scripts/soft_labels.py); export scores on the same positions")
     ap.add_argument("--soft-windows", type=int, default=16,
                     help="--distill-logits: windows of each batch the target reads (its forward is most of a step)")
     ap.add_argument("--distill-greedy", action="store_true",

@@ -16,6 +16,19 @@ needs of a drafter (the most probable next text); on the shared tokens it is clo
 (``p`` restricted to the intersection), save the mass of longer target tokens carried onto their shared first
 piece. Training mixes it with the text's own next token: ``(1 - w) * CE(text) + w * CE(y)``.
 
+With ``positions="all"`` the drafter positions that end *inside* a target token are labelled too (on the
+embedded pair about 31% of the positions, which the aligned labels leave to the text's hard label). There the
+target has already written the first ``m`` bytes of its token; the label is the target's distribution at that
+token's start, conditioned on the tokens that spell those ``m`` bytes and go on, each carried to the drafter token
+the rest of its text starts with:
+
+    y(d) ∝ sum of p_target(t) over the target tokens t with t[:m] = the m bytes and the drafter starting t[m:] with d
+
+(a target token that is exactly the ``m`` bytes ends there, and what follows it needs another forward: it is left
+out, and the others renormalised). This is the target's own next-text distribution at that byte, the one the
+shared noise couples the drafter to (docs/coupling.md): the drafter reads the same byte noise at a boundary of its
+own that the target reads inside its token.
+
 Windows are cut from the drafter's packed stream; each run of text between the ``<s>``/``</s>`` markers of a
 window (a file, or one of the target's own continuations) is encoded by the target on its own, and the runs are
 read sorted by length, ``chunk`` at a time (float32, no gradients: on the Zen 4 CPU, beside another job, float32
@@ -25,6 +38,7 @@ runs whose bytes are not UTF-8, keep the text's label.
 
 from __future__ import annotations
 
+import bisect
 import sys
 from pathlib import Path
 
@@ -61,6 +75,32 @@ def first_piece_map(target_tok, drafter_tok) -> tuple[torch.Tensor, int]:
     return first, exact
 
 
+POSITIONS = ("aligned", "all")
+
+
+def _first_piece(drafter_tok, vd: Vocab, b: bytes) -> int | None:
+    """The drafter token the text ``b`` starts with (its encoding's first piece with bytes), or ``None``."""
+    try:
+        ids = drafter_tok.encode(b.decode("utf-8"), add_special_tokens=False)
+    except UnicodeDecodeError:  # a byte-level piece of a character: spell it with the drafter's bytes
+        ids = vd.greedy_encode(b)[0]
+    ids = [i for i in ids if vd.tokens[i]]
+    return ids[0] if ids else None
+
+
+def inside_map(target_tok, drafter_tok, n_logits: int) -> dict[bytes, tuple[torch.Tensor, torch.Tensor]]:
+    """For every proper prefix ``u`` of a target token's text: the target ids whose text starts with ``u`` and
+    goes on, and for each the drafter token the rest of its text starts with (the inner labels' sparse map)."""
+    vt, vd = Vocab.from_tokenizer(target_tok), Vocab.from_tokenizer(drafter_tok)
+    pairs: dict[bytes, list[tuple[int, int]]] = {}
+    for t, b in enumerate(vt.tokens[:n_logits]):
+        for m in range(1, len(b or b"")):
+            d = _first_piece(drafter_tok, vd, b[m:])
+            if d is not None:
+                pairs.setdefault(b[:m], []).append((t, d))
+    return {u: (torch.tensor([t for t, _ in v]), torch.tensor([d for _, d in v])) for u, v in pairs.items()}
+
+
 class SoftLabeler:
     """The target's next-token distribution carried into the drafter's vocabulary, at aligned positions.
 
@@ -69,9 +109,11 @@ class SoftLabeler:
     docs/coupling.md). A drafter trained on labels at T then drafts at drafter temperature 1."""
 
     def __init__(self, target_dir, drafter_tok, device: str = "cpu", bf16: bool = False, chunk: int = 32,
-                 temperature: float = 1.0):
+                 temperature: float = 1.0, positions: str = "aligned"):
         if not temperature > 0:
             raise ValueError(f"the soft labels' temperature must be > 0, got {temperature!r}")
+        if positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {POSITIONS}, got {positions!r}")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.tok_t = AutoTokenizer.from_pretrained(target_dir)
@@ -85,6 +127,8 @@ class SoftLabeler:
         self.d_bytes = [b or b"" for b in vd.tokens] + [b""] * max(0, self.n_drafter - len(vd.tokens))
         self.special = torch.tensor([not b for b in self.d_bytes], dtype=torch.bool)
         self.device, self.bf16, self.chunk, self.temperature = device, bf16, chunk, float(temperature)
+        self.positions = positions
+        self.inside = inside_map(self.tok_t, drafter_tok, self.target.config.vocab_size) if positions == "all" else {}
 
     def _segments(self, row: list[int]):
         """Each run of text tokens between the window's ``<s>``/``</s>`` markers (a file, or one of the target's
@@ -103,8 +147,9 @@ class SoftLabeler:
 
     @torch.no_grad()
     def labels(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """For drafter windows ``x`` (B x (seq+1)): the flat indices (into B x seq) of aligned positions, their soft
-        labels (N x drafter vocab), and the share of positions aligned."""
+        """For drafter windows ``x`` (B x (seq+1)): the flat indices (into B x seq) of the labelled positions (the
+        aligned ones; with ``positions="all"`` also those inside a target token), their soft labels (N x drafter
+        vocab), and the share of positions labelled."""
         from train_pair import autocast_ctx
 
         B, L = x.shape[0], x.shape[1] - 1
@@ -147,13 +192,38 @@ class SoftLabeler:
                 j = at.get(end)
                 if j is not None:
                     flat.append(b * L + pos)
-                    src.append((i, j))
+                    src.append((i, j, None))
+                elif self.inside:  # inside target token j + 1 (bisect: the first target token ending after it)
+                    j = bisect.bisect_right(t_ends, end) - 1
+                    if j < 0:
+                        continue  # inside the run's first target token: no position of the target predicts it
+                    hit = self.inside.get(data[t_ends[j]:end])
+                    if hit is not None:
+                        flat.append(b * L + pos)
+                        src.append((i, j, hit))
         if not flat:
             return torch.zeros(0, dtype=torch.long), torch.zeros(0, self.n_drafter), 0.0
-        p = torch.softmax(torch.stack([logits[i][j] for i, j in src]).float() / self.temperature, dim=-1)[:, self.keep]
-        p = p / p.sum(-1, keepdim=True)
-        y = torch.zeros(p.shape[0], self.n_drafter, device=p.device)
-        y.index_add_(1, self.first[self.keep].to(p.device), p)
+        probs = torch.softmax(torch.stack([logits[i][j] for i, j, _ in src]).float() / self.temperature, dim=-1)
+        y = torch.zeros(len(src), self.n_drafter, device=probs.device)
+        aligned = torch.tensor([hit is None for _, _, hit in src], device=probs.device)
+        if aligned.any():
+            p = probs[aligned][:, self.keep]
+            y[aligned] = torch.zeros(p.shape[0], self.n_drafter, device=p.device).index_add_(
+                1, self.first[self.keep].to(p.device), p / p.sum(-1, keepdim=True))
+        inner = [(r, hit) for r, (_, _, hit) in enumerate(src) if hit is not None]
+        if inner:  # one flat list of (row, target token, drafter token) triples for every inner position
+            rows = torch.cat([torch.full((len(hit[0]),), r, dtype=torch.long) for r, hit in inner])
+            tids = torch.cat([hit[0] for _, hit in inner])
+            dids = torch.cat([hit[1] for _, hit in inner])
+            mass = probs[rows, tids]
+            total = torch.zeros(len(src)).index_add_(0, rows, mass)
+            y.index_put_((rows, dids), mass / total[rows].clamp_min(1e-30), accumulate=True)
+            dead = [r for r, _ in inner if not total[r] > 0]  # every continuing token has probability 0 here
+            if dead:
+                keep = torch.ones(len(src), dtype=torch.bool)
+                keep[dead] = False
+                flat = [f for f, k in zip(flat, keep.tolist()) if k]
+                y = y[keep]
         return torch.tensor(flat), y, len(flat) / (B * L)
 
 

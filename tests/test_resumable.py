@@ -338,6 +338,23 @@ def test_a_drafter_segment_can_learn_the_targets_distribution_across_vocabularie
     assert f"the target `{target}` read 4 windows" in (drafter / "README.md").read_text()
 
 
+def test_a_drafter_segment_can_also_learn_the_targets_distribution_inside_its_tokens(distill_work, tmp_path):
+    """``--soft-positions all`` labels the positions that end inside a target token too: more of them, and the
+    segment records which positions it read."""
+    import shutil
+
+    work_dir, target, drafter = distill_work
+    shutil.copytree(work_dir, tmp_path / "work2")
+    runs = {}
+    for where, work in (("aligned", work_dir), ("all", tmp_path / "work2")):
+        assert _resume(work, drafter, "--role", "drafter", "--distill-logits", str(target), "--soft-windows", "4",
+                       "--soft-positions", where, "--soft-temperature", "0.7", "--steps", "2") == 0
+        runs[where] = torch.load(work / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)["segments"][-1]
+    assert runs["aligned"]["soft"]["where"] == "aligned" and runs["all"]["soft"]["where"] == "all"
+    assert runs["all"]["soft"]["positions"] > runs["aligned"]["soft"]["positions"] > 0
+    assert runs["all"]["soft"]["temperature"] == 0.7
+
+
 def test_a_segment_can_take_more_windows_per_step_and_keeps_them_when_resumed(distill_work):
     work_dir, target, drafter = distill_work
     assert _distill(work_dir, target, "--samples", "6") == 0
@@ -591,7 +608,8 @@ def test_gpu_drafters_pack_run_and_merge_extend_the_distillation_set_and_the_che
     out = tmp_path / "out"
     assert gpu_drafters.main(["run", "--bundle", str(bundle), "--out", str(out), "--target", str(target), "--init",
                               str(target.parent), "--device", "cpu", "--threads", "1", "--distill-minutes", "0.005",
-                              "--distill-batch", "3", "--train-minutes", "0.01", "--train-batch", "4"]) == 0
+                              "--distill-batch", "3", "--train-minutes", "0.01", "--train-batch", "4",
+                              "--soft", "drafter", "0.7", "--soft-windows", "2"]) == 0
     ran = json.loads((out / "run.json").read_text())
     assert ran["status"] == {"distill": 0, "drafter": 0, "candidate deep": 0} and ran["new_samples"] >= 3
     assert _distill(work_dir, target, "--samples", "3") == 0  # the set grew here meanwhile: merging is refused
@@ -608,6 +626,7 @@ def test_gpu_drafters_pack_run_and_merge_extend_the_distillation_set_and_the_che
     state = torch.load(work_dir / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)
     seg = state["segments"][-1]
     assert seg["batch"] == 4 and seg["device"] == "cpu" and seg["distill"]["samples"] == len(after)
+    assert seg["soft"]["temperature"] == 0.7 and seg["soft"]["where"] == "all" and seg["soft"]["windows"] == 2
     kept = torch.load(work_dir / "ckpt" / "drafter.pre-gpu.pt", map_location="cpu", weights_only=False)
     assert kept["totals"] == old["totals"]
     from transformers import AutoModelForCausalLM

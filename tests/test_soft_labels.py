@@ -177,3 +177,64 @@ def test_labels_at_a_lower_temperature_are_the_targets_sharper_distribution(labe
     assert torch.allclose(same.labels(x)[1], y)
     with pytest.raises(ValueError, match="temperature must be > 0"):
         SoftLabeler(PAIR / "target", _drafter_tok(), temperature=0)
+
+
+@pytest.fixture(scope="module")
+def labeler_all(labeler):
+    """The same labeler, also labelling the drafter positions inside a target token (``positions="all"``)."""
+    from soft_labels import SoftLabeler, inside_map
+
+    every = SoftLabeler.__new__(SoftLabeler)
+    every.__dict__.update(labeler.__dict__, positions="all",
+                          inside=inside_map(labeler.tok_t, _drafter_tok(), labeler.target.config.vocab_size))
+    return every
+
+
+def test_inside_a_target_token_the_label_is_the_targets_distribution_given_the_bytes_written(labeler, labeler_all):
+    """``positions="all"``: the aligned labels unchanged, and every position that ends inside a target token
+    labelled with the target's distribution at that token's start, restricted to the tokens that spell the bytes
+    already written and go on, each carried to the drafter token the rest of its text starts with."""
+    from soft_labels import _first_piece
+
+    row = _row(labeler, CODE)
+    x = torch.tensor([row[:-1]])
+    idx_a, y_a, share_a = labeler.labels(x)
+    idx, y, share = labeler_all.labels(x)
+    rows = {p: r for r, p in enumerate(idx.tolist())}
+    assert set(idx_a.tolist()) < set(rows) and share > share_a
+    assert torch.allclose(y[[rows[p] for p in idx_a.tolist()]], y_a, atol=1e-6)
+    assert torch.allclose(y.sum(-1), torch.ones(len(idx)), atol=1e-5)
+    ends, pos = [], 0
+    for t in row[1:-1]:
+        pos += len(labeler.d_bytes[t])
+        ends.append(pos)
+    enc = labeler.tok_t(CODE, add_special_tokens=False, return_offsets_mapping=True)
+    t_ends = [o[1] for o in enc["offset_mapping"]]
+    inner = [p for p in rows if p not in set(idx_a.tolist())]
+    assert inner
+    vt, vd = Vocab.from_tokenizer(labeler.tok_t), Vocab.from_tokenizer(_drafter_tok())
+    data, checked = CODE.encode(), 0
+    for p in inner:
+        end = ends[p - 1]  # position p (after <s>) predicts the drafter token that starts at byte `end`
+        j = max(k for k, e in enumerate(t_ends) if e < end)  # the covering target token is j + 1
+        start, written = t_ends[j], data[t_ends[j]:end]
+        assert 0 < len(written) and t_ends[j + 1] > end
+        with torch.no_grad():
+            probs = torch.softmax(labeler.target(input_ids=torch.tensor([enc["input_ids"][:j + 1]])).logits[0, -1], -1)
+        manual = torch.zeros(labeler.n_drafter)
+        for t, b in enumerate(vt.tokens[:probs.numel()]):
+            if b and len(b) > len(written) and b.startswith(written):
+                manual[_first_piece(_drafter_tok(), vd, b[len(written):])] += probs[t]
+        assert torch.allclose(y[rows[p]], manual / manual.sum(), atol=1e-4), (p, written)
+        # the drafter token that actually follows is one the label allows
+        assert y[rows[p], row[p + 1]] > 0
+        checked += 1
+        assert start < end
+    assert checked == len(inner)
+
+
+def test_positions_must_be_aligned_or_all():
+    from soft_labels import SoftLabeler
+
+    with pytest.raises(ValueError, match="positions must be one of"):
+        SoftLabeler(PAIR / "target", _drafter_tok(), positions="inner")
