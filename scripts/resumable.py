@@ -861,7 +861,7 @@ def export(args) -> int:
             f"shipped {old['target_text_nats_per_token']}")
         better = new["target_text_nats_per_token"] < old["target_text_nats_per_token"]
     if args.distill_logits and role != "target":
-        # a drafter trained on the target's distribution: score both on it, at the held-out split's aligned positions
+        # a drafter trained on the target's distribution: score both on it, at the held-out split's labelled positions
         from soft_labels import SoftLabeler, heldout_soft_loss
 
         labeler = SoftLabeler(args.distill_logits, tok, temperature=args.soft_temperature,
@@ -870,7 +870,10 @@ def export(args) -> int:
         old["soft_label"] = heldout_soft_loss(shipped, labeler, held, seq, max_windows=256)
         log(f"{role} against {args.distill_logits}'s soft labels on held-out text (nats per labelled position): "
             f"checkpoint {new['soft_label']['soft_ce']}, shipped {old['soft_label']['soft_ce']} "
-            f"(the labels' entropy {new['soft_label']['entropy']})")
+            f"(the labels' entropy {new['soft_label']['entropy']})" + (
+                f"; aligned positions {new['soft_label']['soft_ce_aligned']} against "
+                f"{old['soft_label']['soft_ce_aligned']}, inside a target token {new['soft_label']['soft_ce_inside']} "
+                f"against {old['soft_label']['soft_ce_inside']}" if "soft_ce_inside" in new["soft_label"] else ""))
         better = new["soft_label"]["soft_ce"] < old["soft_label"]["soft_ce"]
     if not better and not args.force:
         log("the checkpoint is not better than the shipped weights: nothing written (--force to write anyway)")

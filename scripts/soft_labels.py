@@ -163,6 +163,7 @@ class SoftLabeler:
                 rows.append((b, seg))
                 texts.append(text)
         if not rows:
+            self.last_aligned = torch.zeros(0, dtype=torch.bool)
             return torch.zeros(0, dtype=torch.long), torch.zeros(0, self.n_drafter), 0.0
         encs = self.tok_t.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
         # runs of similar length together, so that little of the forward is padding
@@ -202,6 +203,7 @@ class SoftLabeler:
                         flat.append(b * L + pos)
                         src.append((i, j, hit))
         if not flat:
+            self.last_aligned = torch.zeros(0, dtype=torch.bool)
             return torch.zeros(0, dtype=torch.long), torch.zeros(0, self.n_drafter), 0.0
         probs = torch.softmax(torch.stack([logits[i][j] for i, j, _ in src]).float() / self.temperature, dim=-1)
         y = torch.zeros(len(src), self.n_drafter, device=probs.device)
@@ -224,6 +226,8 @@ class SoftLabeler:
                 keep[dead] = False
                 flat = [f for f, k in zip(flat, keep.tolist()) if k]
                 y = y[keep]
+                aligned = aligned[keep]
+        self.last_aligned = aligned.cpu()  # which of the rows just returned are aligned positions
         return torch.tensor(flat), y, len(flat) / (B * L)
 
 
@@ -238,20 +242,32 @@ def heldout_soft_loss(model, labeler: SoftLabeler, stream: torch.Tensor, seq: in
                       max_windows: int = 64, batch: int = 16) -> dict:
     """The drafter's cross-entropy against the target's soft labels on held-out windows (the first
     ``max_windows`` non-overlapping windows of ``stream``): how close it is to the target it serves, in nats per
-    aligned position. Lower is closer; the labels' own entropy is the floor (``entropy``)."""
+    labelled position. Lower is closer; the labels' own entropy is the floor (``entropy``). With
+    ``positions="all"`` the aligned positions and those inside a target token are also scored apart
+    (``soft_ce_aligned``, ``soft_ce_inside``, with their entropies and counts)."""
     was_training = model.training
     model.eval()
     n = min(max_windows, (stream.numel() - 1) // seq)
-    total = ent = positions = 0.0
+    sums = {part: [0.0, 0.0, 0] for part in ("", "_aligned", "_inside")}  # CE, entropy, positions
     for i in range(0, n, batch):
         x = torch.stack([stream[s * seq:s * seq + seq + 1] for s in range(i, min(n, i + batch))])
         idx, y, _ = labeler.labels(x)
         if not idx.numel():
             continue
         logits = model(input_ids=x[:, :-1].to(device)).logits
-        total += soft_loss(logits, idx, y).item() * idx.numel()
-        ent += -(y * torch.log(y.clamp_min(1e-12))).sum().item()
-        positions += idx.numel()
+        logq = torch.log_softmax(logits.float().reshape(-1, logits.size(-1))[idx.to(logits.device)], -1).cpu()
+        ce = -(y * logq).sum(-1)
+        h = -(y * torch.log(y.clamp_min(1e-12))).sum(-1)
+        for part, rows in (("", slice(None)), ("_aligned", labeler.last_aligned),
+                           ("_inside", ~labeler.last_aligned)):
+            sums[part][0] += ce[rows].sum().item()
+            sums[part][1] += h[rows].sum().item()
+            sums[part][2] += int(ce[rows].numel())
     model.train(was_training)
-    return dict(soft_ce=round(total / max(positions, 1), 5), entropy=round(ent / max(positions, 1), 5),
-                positions=int(positions))
+    out = {}
+    for part, (ce, h, k) in sums.items():
+        if part and (labeler.positions == "aligned" or not k):
+            continue
+        out.update({f"soft_ce{part}": round(ce / max(k, 1), 5), f"entropy{part}": round(h / max(k, 1), 5),
+                    f"positions{part}": int(k)})
+    return out

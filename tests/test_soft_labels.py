@@ -238,3 +238,22 @@ def test_positions_must_be_aligned_or_all():
 
     with pytest.raises(ValueError, match="positions must be one of"):
         SoftLabeler(PAIR / "target", _drafter_tok(), positions="inner")
+
+
+def test_the_held_out_score_splits_aligned_positions_from_those_inside_a_target_token(labeler, labeler_all):
+    from transformers import AutoModelForCausalLM
+
+    from soft_labels import heldout_soft_loss
+
+    model = AutoModelForCausalLM.from_pretrained(PAIR / "drafter")
+    stream = torch.tensor(_row(labeler, CODE, "import os\nprint(os.sep)\n", CODE) * 2)
+    seq = 32
+    plain = heldout_soft_loss(model, labeler, stream, seq)
+    every = heldout_soft_loss(model, labeler_all, stream, seq)
+    assert set(plain) == {"soft_ce", "entropy", "positions"}
+    assert every["positions_aligned"] == plain["positions"] and every["soft_ce_aligned"] == pytest.approx(
+        plain["soft_ce"], abs=1e-4)
+    assert every["positions"] == every["positions_aligned"] + every["positions_inside"] > plain["positions"]
+    mixed = (every["soft_ce_aligned"] * every["positions_aligned"] + every["soft_ce_inside"] * every["positions_inside"])
+    assert every["soft_ce"] * every["positions"] == pytest.approx(mixed, rel=1e-4)
+    assert every["soft_ce_inside"] >= every["entropy_inside"] - 1e-5
