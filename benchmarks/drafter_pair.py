@@ -66,20 +66,23 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--prompts", type=int, default=22, help="held-out code prompts (at most 22: 4 calibrate)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--roles", nargs="+", default=None, choices=sorted({s[0] for s in SETTINGS}),
+                    help="only the settings of these drafters (default: all)")
     args = ap.parse_args(argv)
+    settings = [s for s in SETTINGS if args.roles is None or s[0] in args.roles]
     torch.set_num_threads(args.threads)
     every = load_prompts("code")
     prompts = every[:min(args.prompts, len(every) - 4)]
     sets = {"old": Path(args.old), "new": Path(args.new)}
     pairs = {(name, role): hsd.load_pair(args.target, str(folder / role), device="cpu")
-             for name, folder in sets.items() for role in sorted({s[0] for s in SETTINGS})}
+             for name, folder in sets.items() for role in sorted({s[0] for s in settings})}
     print(machine_line(machine_info(next(iter(pairs.values())))) + f"; {len(prompts)} held-out prompts, "
           f"{args.max_new_tokens} new tokens")
     print("| algorithm | T | lookahead | old τ | new τ | old accepted/verified | new accepted/verified "
           "| old tok/s | new tok/s |")
     print("|---|---|---|---|---|---|---|---|---|")
     rows = []
-    for role, algorithm, t, k, drafter_t, threshold, noise in SETTINGS:
+    for role, algorithm, t, k, drafter_t, threshold, noise in settings:
         got = {}
         for name, folder in sets.items():
             got[name] = measure(pairs[name, role], prompts, algorithm, t, k, drafter_t, threshold, args.max_new_tokens,

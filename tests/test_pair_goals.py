@@ -93,6 +93,10 @@ def test_drafter_pair_gives_the_same_exact_numbers_for_the_same_drafters():
             assert row["old_tau"] == row["new_tau"] >= 1.0
             assert row["old_verified_acceptance"] == row["new_verified_acceptance"]
         assert row["old_tps"] > 0 and row["new_tps"] > 0
+    some = drafter_pair.main(["--old", pair, "--new", pair, "--prompts", "1", "--max-new-tokens", "12",
+                              "--roles", "drafter-sampling"])
+    assert [r["lookahead"] for r in some] == [r["lookahead"] for r in rows if r["role"] == "drafter-sampling"]
+    assert [r["old_tau"] for r in some] == [r["old_tau"] for r in rows if r["role"] == "drafter-sampling"]
 
 
 def test_shapes_measures_model_folders_interleaved(capsys):
