@@ -19,16 +19,15 @@ segment reads it 7 times. On a GPU both are minutes. Three steps:
   python scripts/train_pair.py export --role drafter --work ~/.cache/hsd-train --distill-from assets/tiny-code/target
   python benchmarks/pair_goals.py --prompts 8 --lookahead auto --costs
 
-The drafter for sampling (`drafter-sampling`) trains on the target's soft labels at T = 0.7, at every position
-(the labels' Python, not the GPU, then sets a step's pace: `--soft-windows` of each step's windows are labelled):
+The drafter for sampling (`drafter-sampling`) trains on the target's soft labels at T = 0.7 (the labels' Python,
+not the GPU, then sets a step's pace: `--soft-windows` of each step's windows are labelled):
 
   python scripts/gpu_drafters.py pack --work ~/.cache/hsd-train --roles drafter drafter-sampling --bundle .gpu/work.tar.xz
   python scripts/gpu_drafters.py run --bundle .gpu/work.tar.xz --out gpu-out --device cuda --distill-mix 0.875 \
       --soft drafter-sampling 0.7
   python scripts/gpu_drafters.py merge --results gpu-out --work ~/.cache/hsd-train
   python scripts/train_pair.py export --role drafter-sampling --work ~/.cache/hsd-train \
-      --distill-from assets/tiny-code/target --distill-logits assets/tiny-code/target --soft-temperature 0.7 \
-      --soft-positions all
+      --distill-from assets/tiny-code/target --distill-logits assets/tiny-code/target --soft-temperature 0.7
 
 The GPU machine needs the Python packages hsd needs (requirements.txt), offline. One that had transformers 5.17
 (hsd imports `DummyLayer`, added later) ran it with transformers 5.25 and huggingface_hub 2.4 installed from
@@ -416,8 +415,9 @@ def main(argv=None) -> int:
     p.add_argument("--soft", nargs=2, action="append", metavar=("ROLE", "T"),
                    help="ROLE's segments (its candidates' too) also train on the target's soft labels at temperature "
                         "T (e.g. `--soft drafter-sampling 0.7`: the drafter SLEM at T=0.7 with shared noise drafts with)")
-    p.add_argument("--soft-positions", choices=("aligned", "all"), default="all",
-                   help="--soft: the positions labelled (scripts/soft_labels.py)")
+    p.add_argument("--soft-positions", choices=("aligned", "all"), default="aligned",
+                   help="--soft: the positions labelled (scripts/soft_labels.py; `all` lowered the drafter's "
+                        "acceptance on the CPU, docs/benchmarks.md)")
     p.add_argument("--soft-windows", type=int, default=32, help="--soft: windows of each step the target labels")
     p.add_argument("--soft-weight", type=float, default=0.8, help="--soft: the soft labels' share of the loss")
     p = sub.add_parser("merge", help="here: the results into the work folder")

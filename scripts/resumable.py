@@ -623,7 +623,7 @@ def resume(args) -> int:
                                  "drafter-bytes or drafter-shared")
             seg["soft"] = dict(target=str(args.distill_logits), weight=args.soft_weight,
                                windows=args.soft_windows, positions=0, temperature=args.soft_temperature,
-                               where=args.soft_positions)
+                               where=args.soft_positions, inside_weight=args.soft_inside_weight)
         if args.peak_lr:
             seg["peak_lr"] = args.peak_lr
         if args.train_batch:
@@ -717,6 +717,8 @@ def resume(args) -> int:
             x = x.to(device)
             if labeler is not None:  # the target reads the first windows; its labels join the text's
                 idx, y, share = labeler.labels(x[:soft["windows"]])
+                if soft.get("inside_weight", 1.0) != 1.0 and labeler.last_aligned.numel():
+                    y = torch.where(labeler.last_aligned[:, None].to(y.device), y, soft["inside_weight"] * y)
             with autocast_ctx(device):
                 logits = model(input_ids=x[:, :-1]).logits
             loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
@@ -1033,7 +1035,10 @@ def main(argv=None) -> int:
     ap.add_argument("--soft-positions", choices=("aligned", "all"), default="aligned",
                     help="--distill-logits: label only the positions where both tokenizers cut (aligned), or also "
                          "those inside a target token, with the target's distribution given the bytes already "
-                         "written (all; scripts/soft_labels.py); export scores on the same positions")
+                         "written (all; scripts/soft_labels.py: the drafter learns them, and accepted less on the "
+                         "embedded pair, docs/benchmarks.md); export scores on the same positions, and apart")
+    ap.add_argument("--soft-inside-weight", type=float, default=1.0,
+                    help="--soft-positions all: the labels inside a target token count this much of an aligned one")
     ap.add_argument("--soft-windows", type=int, default=16,
                     help="--distill-logits: windows of each batch the target reads (its forward is most of a step)")
     ap.add_argument("--distill-greedy", action="store_true",

@@ -352,7 +352,14 @@ def test_a_drafter_segment_can_also_learn_the_targets_distribution_inside_its_to
         runs[where] = torch.load(work / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)["segments"][-1]
     assert runs["aligned"]["soft"]["where"] == "aligned" and runs["all"]["soft"]["where"] == "all"
     assert runs["all"]["soft"]["positions"] > runs["aligned"]["soft"]["positions"] > 0
-    assert runs["all"]["soft"]["temperature"] == 0.7
+    assert runs["all"]["soft"]["temperature"] == 0.7 and runs["all"]["soft"]["inside_weight"] == 1.0
+    shutil.copytree(tmp_path / "work2", tmp_path / "work3", ignore=shutil.ignore_patterns("ckpt"))
+    assert _resume(tmp_path / "work3", drafter, "--role", "drafter", "--distill-logits", str(target), "--soft-windows",
+                   "4", "--soft-positions", "all", "--soft-inside-weight", "0.25", "--soft-temperature", "0.7",
+                   "--steps", "2") == 0
+    state = torch.load(tmp_path / "work3" / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)
+    assert state["segments"][-1]["soft"]["inside_weight"] == 0.25
+    assert state["segments"][-1]["soft"]["loss"] < runs["all"]["soft"]["loss"]  # the inner rows count a quarter
 
 
 def test_a_segment_can_take_more_windows_per_step_and_keeps_them_when_resumed(distill_work):
@@ -626,7 +633,7 @@ def test_gpu_drafters_pack_run_and_merge_extend_the_distillation_set_and_the_che
     state = torch.load(work_dir / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)
     seg = state["segments"][-1]
     assert seg["batch"] == 4 and seg["device"] == "cpu" and seg["distill"]["samples"] == len(after)
-    assert seg["soft"]["temperature"] == 0.7 and seg["soft"]["where"] == "all" and seg["soft"]["windows"] == 2
+    assert seg["soft"]["temperature"] == 0.7 and seg["soft"]["where"] == "aligned" and seg["soft"]["windows"] == 2
     kept = torch.load(work_dir / "ckpt" / "drafter.pre-gpu.pt", map_location="cpu", weights_only=False)
     assert kept["totals"] == old["totals"]
     from transformers import AutoModelForCausalLM
