@@ -25,9 +25,11 @@ the rest of its text starts with:
     y(d) ∝ sum of p_target(t) over the target tokens t with t[:m] = the m bytes and the drafter starting t[m:] with d
 
 (a target token that is exactly the ``m`` bytes ends there, and what follows it needs another forward: it is left
-out, and the others renormalised). This is the target's own next-text distribution at that byte, the one the
-shared noise couples the drafter to (docs/coupling.md): the drafter reads the same byte noise at a boundary of its
-own that the target reads inside its token.
+out, and the others renormalised). This is the target's next-text distribution at that byte given its token
+goes on, the one its walk reads the byte noise with there (docs/coupling.md). Measured on the embedded pair
+(docs/benchmarks.md): a drafter trained on them gets far closer to them and yet accepts less than one trained on
+the aligned labels only, so ``"aligned"`` is the default; ``heldout_soft_loss`` scores the two kinds of position
+apart.
 
 Windows are cut from the drafter's packed stream; each run of text between the ``<s>``/``</s>`` markers of a
 window (a file, or one of the target's own continuations) is encoded by the target on its own, and the runs are
