@@ -24,7 +24,7 @@ not the GPU, then sets a step's pace: `--soft-windows` of each step's windows ar
 
   python scripts/gpu_drafters.py pack --work ~/.cache/hsd-train --roles drafter drafter-sampling --bundle .gpu/work.tar.xz
   python scripts/gpu_drafters.py run --bundle .gpu/work.tar.xz --out gpu-out --device cuda --distill-mix 0.875 \
-      --soft drafter-sampling 0.7
+      --soft drafter-sampling 0.7 --peak-lr 3e-4 --roles drafter-sampling
   python scripts/gpu_drafters.py merge --results gpu-out --work ~/.cache/hsd-train
   python scripts/train_pair.py export --role drafter-sampling --work ~/.cache/hsd-train \
       --distill-from assets/tiny-code/target --distill-logits assets/tiny-code/target --soft-temperature 0.7
@@ -224,7 +224,7 @@ def run(args) -> int:
                      "--device", args.device, "--threads", str(args.threads), "--distill-from", str(target),
                      "--distill-mix", str(args.distill_mix), "--minutes", str(args.train_minutes), "--train-batch",
                      str(args.train_batch or GPU_BATCH[role]), "--eval-minutes", "0.5", "--checkpoint-minutes", "100",
-                     *soft_args(role)]
+                     *([] if args.peak_lr is None else ["--peak-lr", str(args.peak_lr)]), *soft_args(role)]
 
     soft = {role: float(t) for role, t in args.soft or []}
 
@@ -409,6 +409,9 @@ def main(argv=None) -> int:
     p.add_argument("--train-minutes", type=float, default=3.3, help="per drafter; the drafters train side by side")
     p.add_argument("--train-batch", type=int, default=None, help="windows per step (default: per role, GPU-sized)")
     p.add_argument("--distill-mix", type=float, default=0.5)
+    p.add_argument("--peak-lr", type=float, default=None,
+                   help="the segments' peak learning rate (default: resume's, 3e-3 for a drafter's first segment in "
+                        "a work folder: for fine-tuning a trained drafter, e.g. on soft labels, pass about 3e-4)")
     p.add_argument("--max-return-mb", type=float, default=30, help="compressed new continuations to return "
                    "(with candidates, 15: at most 8 files come back from the device tool)")
     p.add_argument("--roles", nargs="*", default=None, help="the shipped roles to train (default: the bundle's)")

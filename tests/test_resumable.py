@@ -616,7 +616,7 @@ def test_gpu_drafters_pack_run_and_merge_extend_the_distillation_set_and_the_che
     assert gpu_drafters.main(["run", "--bundle", str(bundle), "--out", str(out), "--target", str(target), "--init",
                               str(target.parent), "--device", "cpu", "--threads", "1", "--distill-minutes", "0.005",
                               "--distill-batch", "3", "--train-minutes", "0.01", "--train-batch", "4",
-                              "--soft", "drafter", "0.7", "--soft-windows", "2"]) == 0
+                              "--soft", "drafter", "0.7", "--soft-windows", "2", "--peak-lr", "4e-4"]) == 0
     ran = json.loads((out / "run.json").read_text())
     assert ran["status"] == {"distill": 0, "drafter": 0, "candidate deep": 0} and ran["new_samples"] >= 3
     assert _distill(work_dir, target, "--samples", "3") == 0  # the set grew here meanwhile: merging is refused
@@ -634,6 +634,7 @@ def test_gpu_drafters_pack_run_and_merge_extend_the_distillation_set_and_the_che
     seg = state["segments"][-1]
     assert seg["batch"] == 4 and seg["device"] == "cpu" and seg["distill"]["samples"] == len(after)
     assert seg["soft"]["temperature"] == 0.7 and seg["soft"]["where"] == "aligned" and seg["soft"]["windows"] == 2
+    assert seg["peak_lr"] == 4e-4
     kept = torch.load(work_dir / "ckpt" / "drafter.pre-gpu.pt", map_location="cpu", weights_only=False)
     assert kept["totals"] == old["totals"]
     from transformers import AutoModelForCausalLM
