@@ -216,12 +216,14 @@ class SoftLabeler:
                 1, self.first[self.keep].to(p.device), p / p.sum(-1, keepdim=True))
         inner = [(r, hit) for r, (_, _, hit) in enumerate(src) if hit is not None]
         if inner:  # one flat list of (row, target token, drafter token) triples for every inner position
-            rows = torch.cat([torch.full((len(hit[0]),), r, dtype=torch.long) for r, hit in inner])
-            tids = torch.cat([hit[0] for _, hit in inner])
-            dids = torch.cat([hit[1] for _, hit in inner])
-            mass = probs[rows, tids]
-            total = torch.zeros(len(src)).index_add_(0, rows, mass)
-            y.index_put_((rows, dids), mass / total[rows].clamp_min(1e-30), accumulate=True)
+            dev = probs.device
+            row_of = torch.cat([torch.full((len(hit[0]),), r, dtype=torch.long) for r, hit in inner]).to(dev)
+            tids = torch.cat([hit[0] for _, hit in inner]).to(dev)
+            dids = torch.cat([hit[1] for _, hit in inner]).to(dev)
+            mass = probs[row_of, tids]
+            total = torch.zeros(len(src), device=dev).index_add_(0, row_of, mass)
+            y.index_put_((row_of, dids), mass / total[row_of].clamp_min(1e-30), accumulate=True)
+            total = total.cpu()
             dead = [r for r, _ in inner if not total[r] > 0]  # every continuing token has probability 0 here
             if dead:
                 keep = torch.ones(len(src), dtype=torch.bool)
