@@ -229,8 +229,8 @@ class SoftLabeler:
                 keep = torch.ones(len(src), dtype=torch.bool)
                 keep[dead] = False
                 flat = [f for f, k in zip(flat, keep.tolist()) if k]
-                y = y[keep]
-                aligned = aligned[keep]
+                y = y[keep.to(y.device)]
+                aligned = aligned[keep.to(aligned.device)]
         self.last_aligned = aligned.cpu()  # which of the rows just returned are aligned positions
         return torch.tensor(flat), y, len(flat) / (B * L)
 
