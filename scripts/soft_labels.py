@@ -53,33 +53,6 @@ if str(ROOT) not in sys.path:
 from hsd.vocab import Vocab  # noqa: E402
 
 
-def first_piece_map(target_tok, drafter_tok) -> tuple[torch.Tensor, int]:
-    """For every target id, the drafter id its text starts with (-1 for specials); and how many map exactly
-    (the target token's text *is* that drafter token's)."""
-    vt, vd = Vocab.from_tokenizer(target_tok), Vocab.from_tokenizer(drafter_tok)
-    n_target = max(len(target_tok), len(vt.tokens))
-    first = torch.full((n_target,), -1, dtype=torch.long)
-    exact = 0
-    for t, b in enumerate(vt.tokens):
-        if not b:
-            continue
-        try:
-            ids = drafter_tok.encode(b.decode("utf-8"), add_special_tokens=False)
-        except UnicodeDecodeError:  # a byte-level piece of a character: spell it with the drafter's bytes
-            ids = vd.greedy_encode(b)[0]
-        ids = [i for i in ids if vd.tokens[i]]
-        if ids:
-            first[t] = ids[0]
-            exact += vd.tokens[ids[0]] == b
-    eos_t, eos_d = target_tok.eos_token_id, drafter_tok.eos_token_id
-    if eos_t is not None and eos_d is not None:
-        first[eos_t] = eos_d
-    return first, exact
-
-
-POSITIONS = ("aligned", "all")
-
-
 def _first_piece(drafter_tok, vd: Vocab, b: bytes) -> int | None:
     """The drafter token the text ``b`` starts with (its encoding's first piece with bytes), or ``None``."""
     try:
@@ -88,6 +61,27 @@ def _first_piece(drafter_tok, vd: Vocab, b: bytes) -> int | None:
         ids = vd.greedy_encode(b)[0]
     ids = [i for i in ids if vd.tokens[i]]
     return ids[0] if ids else None
+
+
+def first_piece_map(target_tok, drafter_tok) -> tuple[torch.Tensor, int]:
+    """For every target id, the drafter id its text starts with (-1 for specials); and how many map exactly
+    (the target token's text *is* that drafter token's)."""
+    vt, vd = Vocab.from_tokenizer(target_tok), Vocab.from_tokenizer(drafter_tok)
+    n_target = max(len(target_tok), len(vt.tokens))
+    first = torch.full((n_target,), -1, dtype=torch.long)
+    exact = 0
+    for t, b in enumerate(vt.tokens):
+        d = _first_piece(drafter_tok, vd, b) if b else None
+        if d is not None:
+            first[t] = d
+            exact += vd.tokens[d] == b
+    eos_t, eos_d = target_tok.eos_token_id, drafter_tok.eos_token_id
+    if eos_t is not None and eos_d is not None:
+        first[eos_t] = eos_d
+    return first, exact
+
+
+POSITIONS = ("aligned", "all")
 
 
 def inside_map(target_tok, drafter_tok, n_logits: int) -> dict[bytes, tuple[torch.Tensor, torch.Tensor]]:
@@ -104,7 +98,8 @@ def inside_map(target_tok, drafter_tok, n_logits: int) -> dict[bytes, tuple[torc
 
 
 class SoftLabeler:
-    """The target's next-token distribution carried into the drafter's vocabulary, at aligned positions.
+    """The target's next-token distribution carried into the drafter's vocabulary, at aligned positions (and with
+    ``positions="all"`` inside the target's tokens, module docstring).
 
     ``temperature`` is the target's sampling temperature the labels are taken at (1: its own distribution; 0.7:
     the sharper one SLEM at T = 0.7 samples, which with shared noise the drafter should be close to,
@@ -260,6 +255,7 @@ def heldout_soft_loss(model, labeler: SoftLabeler, stream: torch.Tensor, seq: in
             continue
         logits = model(input_ids=x[:, :-1].to(device)).logits
         logq = torch.log_softmax(logits.float().reshape(-1, logits.size(-1))[idx.to(logits.device)], -1).cpu()
+        y = y.cpu()  # the labels come from the labeler's device, the scores from the model's
         ce = -(y * logq).sum(-1)
         h = -(y * torch.log(y.clamp_min(1e-12))).sum(-1)
         for part, rows in (("", slice(None)), ("_aligned", labeler.last_aligned),
