@@ -99,6 +99,28 @@ def test_drafter_pair_gives_the_same_exact_numbers_for_the_same_drafters():
     assert [r["old_tau"] for r in some] == [r["old_tau"] for r in rows if r["role"] == "drafter-sampling"]
 
 
+def test_target_pair_times_a_grown_target_beside_the_original_with_the_same_tau(tmp_path, capsys):
+    """A target grown by ``train_pair.py grow`` computes what the original computes, so every goal setting
+    accepts the same (τ exactly equal, at T > 0 too: same seeds, same draws) and only the costs differ."""
+    import target_pair
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import grow
+
+    assets = Path(__file__).resolve().parent.parent / "assets" / "tiny-code"
+    deep = tmp_path / "deep" / "target"
+    assert grow.main(["--from", str(assets / "target"), "--layers", "18", "--out", str(deep)]) == 0
+    rows = target_pair.main(["--new", str(deep), "--prompts", "1", "--seeds", "1", "--max-new-tokens", "10"])
+    assert [(r["algorithm"], r["temperature"]) for r in rows] == [(g[1], g[2]) for g in target_pair.GOALS]
+    for row in rows:
+        assert row["old_tau"] == row["new_tau"] >= 1.0
+        assert row["old_speedup"] > 0 and row["new_ar_ms"] > 0
+    out = capsys.readouterr().out
+    assert "| drafter-sampling | slem | 0.7 | 12 (stop below 0.5), shared noise | 1.2x |" in out
+    some = target_pair.main(["--new", str(deep), "--prompts", "1", "--max-new-tokens", "6", "--roles", "drafter-bytes"])
+    assert [r["algorithm"] for r in some] == ["slrs"]
+
+
 def test_shapes_measures_model_folders_interleaved(capsys):
     import shapes
 
