@@ -58,8 +58,17 @@ def history_rows(totals: dict) -> list[str]:
     return rows
 
 
-def distill_lines(segments: list[dict]) -> list[str]:
-    """How the resumed segments mixed target-written text into the drafter's batches, if they did."""
+def distill_lines(segments: list[dict], role: str = "drafter") -> list[str]:
+    """How the resumed segments mixed target-written text into the drafter's batches, if they did; for the target,
+    the teacher it learnt from (self-distillation, ``resume --role target --distill-logits``)."""
+    if role == "target":
+        lines = [f"- Segment of {s['started'][:16]}: `{s['soft']['target']}` read {s['soft']['windows']} windows of "
+                 f"each batch; its next-token distribution at {s['soft']['positions']:,} positions made "
+                 f"{s['soft']['weight']:.0%} of the loss, the corpus's next tokens the rest" for s in segments
+                 if s.get("soft")]
+        return ["Self-distillation: a grown target learns the distribution of the target it was grown from (the "
+                "one its drafters imitate) beside the corpus, so that its new layers learn without drifting from "
+                "it.", "", *lines, ""] if lines else []
     lines = [f"- Segment of {s['started'][:16]}: {s['distill']['mix']:.0%} of each batch from "
              f"{s['distill'].get('samples', 0):,} {'greedy ' if s['distill'].get('greedy_only') else ''}continuations "
              f"({s['distill'].get('tokens', 0):,} tokens) written by "
@@ -156,7 +165,7 @@ def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> Non
            f"{m['previous_heldout']['target_text_nats_per_token']:.4f} | n/a |"]
           if "target_text_nats_per_token" in m["heldout"] else []),
         "",
-        *distill_lines(m.get("segments", [])),
+        *distill_lines(m.get("segments", []), m["role"]),
         *finetune_lines(m.get("segments", []), m.get("blends") or []),
         "## Sample completions (greedy)", "",
     ]

@@ -46,6 +46,14 @@ token end at the same byte, its distribution, carried to the drafter token each 
     python scripts/train_pair.py resume --role drafter --work ~/.cache/hsd-train \
         --distill-logits assets/tiny-code/target --peak-lr 5e-4 --minutes 60
 
+With ``--role target``, ``--distill-logits TEACHER_DIR`` is self-distillation from a teacher with the target's own
+tokenizer (refused otherwise): every position is labelled with the teacher's next-token distribution. It is for a
+target grown deeper (``train_pair.py grow``) whose new layers must learn without the grown model drifting from the
+target it was grown from, on whose text the drafters were distilled:
+
+    python scripts/train_pair.py resume --role target --work ~/.cache/hsd-deep-work --init ~/.cache/hsd-deep/target \
+        --distill-logits assets/tiny-code/target --soft-windows 16 --soft-weight 0.5 --peak-lr 1e-3 --minutes 240
+
 ``drafter-shared`` has no shipped weights to start from: its first resume initialises the drafter's
 shape with the target's tokenizer (``FRESH``), and its first export writes ``assets/tiny-code/drafter-shared``.
 
@@ -618,9 +626,12 @@ def resume(args) -> int:
                                                            ("continuation", args.unlikelihood_tokens)) if v})
             seg["unlikelihood"] = dict(spec, share=args.unlikelihood, steps=0, repeat_share=None)
         if args.distill_logits:
-            if role == "target":
-                raise SystemExit("--distill-logits trains a drafter on the target's distribution: pass --role drafter, "
-                                 "drafter-bytes or drafter-shared")
+            from transformers import AutoTokenizer
+
+            if role == "target" and AutoTokenizer.from_pretrained(args.distill_logits).get_vocab() != tok.get_vocab():
+                raise SystemExit("--distill-logits with --role target is self-distillation from a teacher with the "
+                                 "target's own tokenizer (a grown target from the one it was grown from); "
+                                 f"{args.distill_logits} has another vocabulary")
             seg["soft"] = dict(target=str(args.distill_logits), weight=args.soft_weight,
                                windows=args.soft_windows, positions=0, temperature=args.soft_temperature,
                                where=args.soft_positions, inside_weight=args.soft_inside_weight)
@@ -1026,6 +1037,7 @@ def main(argv=None) -> int:
     ap.add_argument("--distill-logits", default=None, metavar="TARGET_DIR",
                     help="resume, a drafter role: a new segment also trains on TARGET_DIR's next-token distribution, "
                          "carried into the drafter's vocabulary where both tokenizers cut (scripts/soft_labels.py); "
+                         "--role target: on a teacher's with the same tokenizer, at every position; "
                          "export: score the checkpoint and the shipped drafter on it")
     ap.add_argument("--soft-weight", type=float, default=0.8, help="--distill-logits: the soft labels' share of the loss")
     ap.add_argument("--soft-temperature", type=float, default=1.0,

@@ -325,8 +325,8 @@ def test_a_drafter_segment_can_learn_the_targets_distribution_across_vocabularie
     soft = a["segments"][-1]["soft"]
     assert soft["target"] == str(target) and soft["weight"] == 0.5 and soft["windows"] == 4
     assert soft["positions"] == b["segments"][-1]["soft"]["positions"] > 0 and soft["loss"] > 0
-    with pytest.raises(SystemExit, match="pass --role drafter"):
-        _resume(work_dir, target, "--distill-logits", str(target), "--steps", "1")
+    with pytest.raises(SystemExit, match="another vocabulary"):  # the target learns only from its own vocabulary
+        _resume(work_dir, target, "--distill-logits", str(drafter), "--steps", "1")
     # export scores both weights on the target's soft labels of the held-out split, and the card says how it trained
     code = resumable.main(["export", "--role", "drafter", "--work", str(work_dir), "--out", str(drafter.parent),
                            "--distill-logits", str(target), "--force", "--sample-tokens", "4", "--threads", "1"])
@@ -336,6 +336,22 @@ def test_a_drafter_segment_can_learn_the_targets_distribution_across_vocabularie
     assert scored["heldout"]["soft_label"]["soft_ce"] >= scored["heldout"]["soft_label"]["entropy"] - 1e-6
     assert "Distillation" in (drafter / "README.md").read_text()
     assert f"the target `{target}` read 4 windows" in (drafter / "README.md").read_text()
+
+
+def test_a_target_segment_can_learn_from_a_teacher_with_its_own_vocabulary(work):
+    """A grown target keeps close to the target it was grown from (so its drafters stay valid) by learning that
+    target's distribution beside the corpus: every position of its windows is labelled."""
+    work_dir, target = work
+    assert _resume(work_dir, target, "--distill-logits", str(target), "--soft-windows", "2", "--soft-weight", "0.5",
+                   "--steps", "2") == 0
+    seg = _checkpoint(work_dir)["segments"][-1]
+    soft = seg["soft"]
+    assert soft["target"] == str(target) and soft["share"] > 0.9 and soft["positions"] > 0 and soft["loss"] > 0
+    import model_card
+
+    card = "\n".join(model_card.distill_lines([seg], "target"))
+    assert card.startswith("Self-distillation") and f"`{target}` read 2 windows" in card
+    assert "the drafter learns" not in card and "drafter token" not in card
 
 
 def test_a_drafter_segment_can_also_learn_the_targets_distribution_inside_its_tokens(distill_work, tmp_path):

@@ -233,6 +233,25 @@ def test_inside_a_target_token_the_label_is_the_targets_distribution_given_the_b
     assert checked == len(inner)
 
 
+def test_for_the_targets_own_vocabulary_every_label_is_its_next_token_distribution():
+    """Self-distillation (``resume --role target --distill-logits``: a grown target learning from the target it was
+    grown from): with one tokenizer every position is aligned and each label is the teacher's own next-token
+    distribution at that position."""
+    from transformers import AutoTokenizer
+
+    from soft_labels import SoftLabeler
+
+    tok = AutoTokenizer.from_pretrained(PAIR / "target")
+    teacher = SoftLabeler(PAIR / "target", tok)
+    ids = tok(CODE, add_special_tokens=False)["input_ids"]
+    x = torch.tensor([ids])  # the target's windows carry no <s>
+    idx, y, share = teacher.labels(x)
+    assert idx.tolist() == list(range(len(ids) - 1)) and share == 1.0
+    with torch.no_grad():
+        own = torch.softmax(teacher.target(input_ids=x[:, :-1]).logits[0].float(), -1)
+    assert torch.allclose(y, own, atol=1e-5)
+
+
 def test_positions_must_be_aligned_or_all():
     from soft_labels import SoftLabeler
 
