@@ -688,8 +688,8 @@ def resume(args) -> int:
                               temperature=soft.get("temperature", 1.0), positions=soft.get("where", "aligned"))
         log(f"soft labels from {soft['target']} at T={soft.get('temperature', 1.0):g} at the {labeler.positions} "
             f"positions on {soft['windows']} windows a "
-            f"step, weight {soft['weight']} "
-            f"({labeler.exact} of its tokens are drafter tokens; the rest map to their first drafter piece)")
+            f"step, weight {soft['weight']}" + ("" if role == "target" else
+            f" ({labeler.exact} of its tokens are drafter tokens; the rest map to their first drafter piece)"))
 
     stop = Stop()
 
