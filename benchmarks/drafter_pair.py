@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import hsd  # noqa: E402
-from hsd.bench import load_prompts, machine_info, machine_line  # noqa: E402
+from hsd.bench import machine_info, machine_line, measured_prompts  # noqa: E402
 
 # (drafter folder, algorithm, temperature, lookahead, drafter temperature, draft threshold, noise): the settings
 # pair_goals.py's calibration chose for issue 13's goals in the runs of 4 December 2026 (drafter-sampling's: those
@@ -71,8 +71,7 @@ def main(argv=None) -> list[dict]:
     args = ap.parse_args(argv)
     settings = [s for s in SETTINGS if args.roles is None or s[0] in args.roles]
     torch.set_num_threads(args.threads)
-    every = load_prompts("code")
-    prompts = every[:min(args.prompts, len(every) - 4)]
+    prompts = measured_prompts(args.prompts)
     sets = {"old": Path(args.old), "new": Path(args.new)}
     pairs = {(name, role): hsd.load_pair(args.target, str(folder / role), device="cpu")
              for name, folder in sets.items() for role in sorted({s[0] for s in settings})}

@@ -27,7 +27,7 @@ import torch  # noqa: E402
 
 import hsd  # noqa: E402
 from drafter_pair import SETTINGS  # noqa: E402
-from hsd.bench import load_prompts, machine_info, machine_line  # noqa: E402
+from hsd.bench import machine_info, machine_line, measured_prompts  # noqa: E402
 from hsd.lean import LeanRunner  # noqa: E402
 from hsd.runner import Runner  # noqa: E402
 
@@ -74,8 +74,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", help="also write the numbers here")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    every = load_prompts("code")
-    prompts = every[:min(args.prompts, len(every) - 4)]
+    prompts = measured_prompts(args.prompts)
     folder = Path(args.pair)
     pairs = {role: hsd.load_pair(str(folder / "target"), str(folder / role), device="cpu")
              for role in sorted({s[0] for s in SETTINGS})}

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import hsd  # noqa: E402
-from hsd.bench import load_prompts, machine_info, machine_line  # noqa: E402
+from hsd.bench import machine_info, machine_line, measured_prompts  # noqa: E402
 
 # (drafter folder, algorithm, temperature, lookahead, draft threshold, noise, goal): the settings pair_goals.py's
 # calibration chose for issue 13's four speed goals in the runs of 5 December 2026
@@ -80,8 +80,7 @@ def main(argv=None) -> list[dict]:
     args = ap.parse_args(argv)
     settings = [g for g in GOALS if args.roles is None or g[0] in args.roles]
     torch.set_num_threads(args.threads)
-    every = load_prompts("code")
-    prompts = every[:min(args.prompts, len(every) - 4)]
+    prompts = measured_prompts(args.prompts)
     targets = {"old": args.old, "new": args.new}
     rows = []
     for role in dict.fromkeys(g[0] for g in settings):

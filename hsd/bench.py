@@ -76,6 +76,13 @@ def load_prompts(spec: str, n: int | None = None) -> list[str]:
     return prompts[:n] if n else prompts
 
 
+def measured_prompts(n: int, spec: str = "code", calibration: int = 4) -> list[str]:
+    """The first ``n`` prompts of a set, never its last ``calibration`` ones (the benchmarks of issue 13 keep
+    those for choosing a lookahead: ``benchmarks/pair_goals.py --calibration-prompts``, default 4)."""
+    every = load_prompts(spec)
+    return every[:min(n, len(every) - calibration)]
+
+
 def _jsonl_prompt(line: str, number: int, spec: str) -> str:
     """The ``prompt`` of one line of a prompt file; a specific error, with the line number, for a bad line."""
     try:

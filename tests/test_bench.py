@@ -216,3 +216,11 @@ def test_advise_command_line_takes_the_drafter_temperature(model_dirs, tmp_path,
     assert main([*common, "--drafter-temperature", "0", "--json", str(out)]) == 0
     advice = json.loads(out.read_text())
     assert advice["temperature"] == 0.7 and advice["drafter_temperature"] == 0.0
+
+
+def test_measured_prompts_never_include_the_calibration_ones():
+    from hsd.bench import load_prompts, measured_prompts
+
+    every = load_prompts("code")
+    assert measured_prompts(3) == every[:3]
+    assert measured_prompts(10_000) == every[:-4] and measured_prompts(10_000, calibration=12) == every[:-12]
