@@ -39,29 +39,34 @@ GOALS = [
 ]
 
 
-def measure(pairs: dict, prompts, setting, seeds: int, max_new_tokens: int) -> dict:
-    """Per target: AR's and the algorithm's tokens and seconds, and the algorithm's rounds, summed over the runs."""
+def measure(pairs: dict, prompts, setting, seeds: int, max_new_tokens: int, before: dict | None = None) -> dict:
+    """Per target: AR's and the algorithm's tokens and seconds, and the algorithm's rounds, summed over the runs,
+    and every output (AR's, then the algorithm's, in the order they ran).
+    ``before[name]``, if given, is called before each of that pair's generations (e.g. to set its environment)."""
     _, algorithm, t, k, threshold, noise, _ = setting
     jobs = [(name, alg) for name in pairs for alg in ("ar", algorithm)]
-    sums = {job: dict(tokens=0, seconds=0.0, rounds=0) for job in jobs}
+    sums = {job: dict(tokens=0, seconds=0.0, rounds=0, outputs=[]) for job in jobs}
     turn = 0
     for i, prompt in enumerate(prompts):
         for s in range(seeds if t > 0 else 1):
             for name, alg in jobs[turn % len(jobs):] + jobs[:turn % len(jobs)]:
                 extra = {} if alg == "ar" else dict(lookahead=k, draft_threshold=threshold, noise=noise)
+                if before and name in before:
+                    before[name]()
                 res = hsd.generate(pairs[name], prompt, algorithm=alg, max_new_tokens=max_new_tokens, temperature=t,
                                    seed=1000 * s + i, **extra)
                 got = sums[name, alg]
                 got["tokens"] += len(res.token_ids)
                 got["seconds"] += res.metrics["total_s"]
                 got["rounds"] += len(res.rounds)
+                got["outputs"].append(tuple(res.token_ids))
             turn += 1
     out = {}
     for name in pairs:
         ar, sd = sums[name, "ar"], sums[name, algorithm]
         ar_tps, tps = ar["tokens"] / ar["seconds"], sd["tokens"] / sd["seconds"]
         out[name] = dict(ar_ms=1000 / ar_tps, ar_tps=ar_tps, tps=tps, speedup=tps / ar_tps,
-                         tau=sd["tokens"] / max(1, sd["rounds"]))
+                         tau=sd["tokens"] / max(1, sd["rounds"]), outputs=ar["outputs"] + sd["outputs"])
     return out
 
 
@@ -102,7 +107,7 @@ def main(argv=None) -> list[dict]:
                   f"{got['new']['ar_ms']:.2f} | {got['old']['tau']:.3f} | {got['new']['tau']:.3f} | "
                   f"{got['old']['speedup']:.3f}x | {got['new']['speedup']:.3f}x |", flush=True)
             rows.append(dict(role=role, algorithm=algorithm, temperature=t, lookahead=look, goal=goal, **{
-                f"{name}_{key}": value for name, rec in got.items() for key, value in rec.items()}))
+                f"{name}_{key}": value for name, rec in got.items() for key, value in rec.items() if key != "outputs"}))
     return rows
 
 

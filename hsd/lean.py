@@ -5,7 +5,8 @@ drafter on a CPU that cost is mostly not arithmetic: the 1.1M-parameter drafter 
 about 1 ms in transformers' forward (mask building, cache objects, module dispatch) for 0.4 ms of tensor work.
 :class:`LeanRunner` is a :class:`~hsd.runner.Runner` that computes the same function with a handful of tensor
 operations per layer, on the model's own parameters (read, never changed; for a drafter of at most ``FUSE_LIMIT``
-parameters the q/k/v and gate/up matrices are also joined into a copy), with its keys and values in one
+parameters the q/k/v and gate/up matrices are also joined into a copy, and on the CPU its matrices are copies stored
+column-major, the layout decoding's few rows multiply fastest in: :mod:`hsd.layout`), with its keys and values in one
 preallocated buffer per layer. The rotary tables come from the model's own ``rotary_emb`` module, so every
 position-only RoPE variant (default, linear, Llama 3, YaRN) is the model's.
 
@@ -25,6 +26,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from .layout import column_major, layout_setting
 from .loading import Model
 from .runner import Runner, Snapshot
 
@@ -78,9 +80,10 @@ def _layer_types(cfg) -> list[str]:
 class _Layer:
     """One decoder layer's weights and attention shape, read from the model's modules. A small model's q/k/v and
     gate/up projections are also joined into one matrix each (a copy of at most ``FUSE_LIMIT`` parameters in
-    all): one matrix product instead of three, then two."""
+    all): one matrix product instead of three, then two; on the CPU these and the other matrices are stored
+    column-major (:mod:`hsd.layout`)."""
 
-    def __init__(self, layer, window: int | None, fuse: bool):
+    def __init__(self, layer, window: int | None, fuse: bool, column: bool = False):
         attn, mlp = layer.self_attn, layer.mlp
         self.norm1, self.norm1_eps = layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon
         self.norm2, self.norm2_eps = layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon
@@ -91,10 +94,12 @@ class _Layer:
         qkv = (attn.q_proj, attn.k_proj, attn.v_proj)
         self.o = attn.o_proj.weight
         self.down = mlp.down_proj.weight
-        if fuse:
-            self.qkv = [(torch.cat([p.weight.detach() for p in qkv]),
+        if fuse:  # copies, stored column-major on the CPU (hsd/layout.py: faster for decoding's few rows)
+            lay = column_major if column else (lambda w: w)
+            self.qkv = [(lay(torch.cat([p.weight.detach() for p in qkv])),
                          None if qkv[0].bias is None else torch.cat([p.bias.detach() for p in qkv]))]
-            self.gate_up = [torch.cat((mlp.gate_proj.weight.detach(), mlp.up_proj.weight.detach()))]
+            self.gate_up = [lay(torch.cat((mlp.gate_proj.weight.detach(), mlp.up_proj.weight.detach())))]
+            self.o, self.down = lay(self.o.detach()), lay(self.down.detach())
         else:
             self.qkv = [(p.weight, p.bias) for p in qkv]
             self.gate_up = [mlp.gate_proj.weight, mlp.up_proj.weight]
@@ -149,9 +154,12 @@ class LeanRunner(Runner):
         types = _layer_types(cfg)
         window = getattr(cfg, "sliding_window", None)
         fuse = sum(p.numel() for p in net.parameters()) <= FUSE_LIMIT
-        self._layers = [_Layer(layer, window if kind == "sliding_attention" else None, fuse)
+        column = self.device.type == "cpu" and layout_setting() == "column"
+        self._layers = [_Layer(layer, window if kind == "sliding_attention" else None, fuse, column)
                         for layer, kind in zip(net.model.layers, types)]
         self._embed, self._head = net.model.embed_tokens.weight, net.lm_head.weight
+        if fuse and column:
+            self._head = column_major(self._head.detach())  # a copy when tied to the embedding (which reads rows)
         self._norm, self._norm_eps = net.model.norm.weight, net.model.norm.variance_epsilon
         self._rotary = net.model.rotary_emb
         self._limit = model.context_length
