@@ -70,18 +70,23 @@ def measure(pairs: dict, prompts, setting, seeds: int, max_new_tokens: int, befo
     return out
 
 
-def main(argv=None) -> list[dict]:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--old", default=str(ROOT / "assets" / "tiny-code" / "target"), help="a target folder")
-    ap.add_argument("--new", required=True, help="another target folder with the same tokenizer")
-    ap.add_argument("--drafters", default=str(ROOT / "assets" / "tiny-code"),
-                    help="folder with drafter/, drafter-bytes/ and drafter-sampling/")
+def add_goal_options(ap: argparse.ArgumentParser) -> None:
+    """The options of a paired run at the goals' settings (here and in ``weight_layout.py``)."""
     ap.add_argument("--prompts", type=int, default=8, help="held-out code prompts (at most 22: 4 calibrate)")
     ap.add_argument("--seeds", type=int, default=2, help="seeds per prompt when sampling")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--roles", nargs="+", default=None, choices=sorted({g[0] for g in GOALS}),
                     help="only the goals of these drafters (default: all four)")
+
+
+def main(argv=None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--old", default=str(ROOT / "assets" / "tiny-code" / "target"), help="a target folder")
+    ap.add_argument("--new", required=True, help="another target folder with the same tokenizer")
+    ap.add_argument("--drafters", default=str(ROOT / "assets" / "tiny-code"),
+                    help="folder with drafter/, drafter-bytes/ and drafter-sampling/")
+    add_goal_options(ap)
     args = ap.parse_args(argv)
     settings = [g for g in GOALS if args.roles is None or g[0] in args.roles]
     torch.set_num_threads(args.threads)

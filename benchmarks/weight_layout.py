@@ -32,7 +32,7 @@ import torch  # noqa: E402
 import hsd  # noqa: E402
 from hsd.bench import machine_info, machine_line, measured_prompts  # noqa: E402
 from hsd.layout import use_row_major  # noqa: E402
-from target_pair import GOALS, measure  # noqa: E402
+from target_pair import GOALS, add_goal_options, measure  # noqa: E402
 
 
 def layouts(pair) -> dict:
@@ -71,12 +71,7 @@ def forward_costs(pair_by_layout: dict, context: int = 150, sizes=(1, 2, 4, 8), 
 
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--prompts", type=int, default=8, help="held-out code prompts (at most 22: 4 calibrate)")
-    ap.add_argument("--seeds", type=int, default=2, help="seeds per prompt when sampling")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--roles", nargs="+", default=None, choices=sorted({g[0] for g in GOALS}),
-                    help="only the goals of these drafters (default: all four)")
+    add_goal_options(ap)
     ap.add_argument("--skip-forwards", action="store_true", help="skip the target's forward timings")
     args = ap.parse_args(argv)
     os.environ.pop("HSD_WEIGHT_LAYOUT", None)
