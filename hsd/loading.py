@@ -2,7 +2,8 @@
 
 Loaded models are cached and never mutated: hsd only runs forward passes on them, each generation with
 its own KV caches. (A model hsd loads on the CPU in float32 has its linear weights stored column-major before
-it is cached, the same values in the layout the CPU multiplies fastest for decoding: :mod:`hsd.layout`.) The cache is the only place hsd keeps a model: at most ``MAX_CACHED_MODELS``
+it is cached, the same values in the layout the CPU multiplies fastest for decoding: :mod:`hsd.layout`.)
+The cache is the only place hsd keeps a model: at most ``MAX_CACHED_MODELS``
 (``HSD_MAX_CACHED_MODELS``, default 4, at least 2: one pair) live in it, the least recently used is
 evicted *before* a new one loads, and the :class:`Pair` objects :func:`load_pair` reuses are dropped
 with their models, so an evicted model is freed once the caller lets go of it.
