@@ -1,16 +1,14 @@
-"""The embedded pair with its weights row-major (as stored) and column-major (hsd's CPU default), side by side at
-issue 13's goal settings, timed in pairs (asserts nothing).
+"""The embedded pair with its linear weights in each layout hsd knows (:mod:`hsd.layout`: row-major as stored,
+column-major, and dual, hsd's CPU default), side by side at issue 13's goal settings, timed in pairs (asserts
+nothing).
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/weight_layout.py --prompts 8 --seeds 2
 
-hsd stores the linear weights of the models it loads on the CPU in float32 column-major (:mod:`hsd.layout`), and
-the lean drafter's copies too: the same values in the layout that oneMKL multiplies fastest for the one row of an
-AR step and the few rows of a verification. This measures what that buys end to end: for each held-out prompt and
-seed, AR and the algorithm run with both layouts one after the other, the order rotated (as
-``benchmarks/target_pair.py``, whose settings and timing this reuses), and the texts of the two layouts are
-compared (the same text is expected; the last bits of a logit may differ between matrix kernels, which could
-only matter at an exact tie). First it times the target's forward alone for 1, 2, 4 and 8 tokens after 150
-cached ones, in both layouts, in turn.
+This measures what a layout buys end to end: for each held-out prompt and seed, AR and the algorithm run with every
+layout one after the other, the order rotated (as ``benchmarks/target_pair.py``, whose settings and timing this
+reuses), and the texts of the layouts are compared (the same text is expected; the last bits of a logit may differ
+between matrix kernels, which could only matter at an exact tie). First it times the target's forward alone for
+1 to 8 tokens after 150 cached ones, in every layout, in turn.
 """
 from __future__ import annotations
 
@@ -31,15 +29,57 @@ import torch  # noqa: E402
 
 import hsd  # noqa: E402
 from hsd.bench import machine_info, machine_line, measured_prompts  # noqa: E402
-from hsd.layout import use_row_major  # noqa: E402
+from hsd.layout import LAYOUTS, use_layout  # noqa: E402
 from target_pair import GOALS, add_goal_options, measure  # noqa: E402
 
 
-def layouts(pair) -> dict:
-    """The pair as loaded (column-major on the CPU) and a copy of it whose target is row-major."""
-    model = copy.deepcopy(pair.target.model)
-    use_row_major(model)
-    return {"row": dataclasses.replace(pair, target=dataclasses.replace(pair.target, model=model)), "column": pair}
+SIZES = (1, 2, 3, 4, 5, 8)
+
+
+def layouts(pair, names=("row", "column", "dual")) -> dict:
+    """A pair per layout in ``names``, each with its own copy of the target laid out so (the drafters are shared:
+    the lean drafter reads the layout from the environment when a generation builds it, :func:`set_layout`)."""
+    out = {}
+    for name in names:
+        model = copy.deepcopy(pair.target.model)
+        use_layout(model, name)
+        out[name] = dataclasses.replace(pair, target=dataclasses.replace(pair.target, model=model))
+    return out
+
+
+#: model shapes ``--shapes`` can time with random weights: a real model's forward without downloading it
+SHAPES = {"qwen2-0.5b": dict(model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                             num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
+                             tie_word_embeddings=True)}
+
+
+def shaped(name: str, names) -> dict:
+    """A randomly initialised model of ``SHAPES[name]``, once per layout in ``names``, as ``forward_costs`` takes
+    pairs (only ``.target`` is read)."""
+    import types
+
+    import transformers
+
+    spec = dict(SHAPES[name])
+    config = transformers.AutoConfig.for_model(spec.pop("model_type"), **spec)
+    torch.manual_seed(0)
+    net = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    out = {}
+    for layout in names:
+        model = copy.deepcopy(net)
+        use_layout(model, layout)
+        target = types.SimpleNamespace(model=model, device=torch.device("cpu"), n_logits=config.vocab_size)
+        out[layout] = types.SimpleNamespace(target=target)
+    return out
+
+
+def print_costs(costs: dict, names, what: str) -> None:
+    print(f"| {what} | " + " | ".join(f"{n} token{'s' if n > 1 else ''}" for n in SIZES) + " |")
+    print("|---" * (len(SIZES) + 1) + "|")
+    for name in names:
+        one = costs[name, 1]
+        print(f"| {name} | " + " | ".join(f"{costs[name, n]:.2f} ms ({costs[name, n] / one:.2f}x)"
+                                        for n in SIZES) + " |", flush=True)
 
 
 def set_layout(name: str):
@@ -48,7 +88,7 @@ def set_layout(name: str):
     return apply
 
 
-def forward_costs(pair_by_layout: dict, context: int = 150, sizes=(1, 2, 4, 8), rounds: int = 30) -> dict:
+def forward_costs(pair_by_layout: dict, context: int = 150, sizes=SIZES, rounds: int = 30) -> dict:
     """Median ms of one target forward (hsd's :class:`~hsd.runner.Runner`, as a generation runs it) of ``n`` tokens
     after ``context`` cached ones, per layout, taken in turn; each forward keeps every position's logits, as a
     verification does."""
@@ -72,8 +112,13 @@ def forward_costs(pair_by_layout: dict, context: int = 150, sizes=(1, 2, 4, 8), 
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_goal_options(ap)
+    ap.add_argument("--layouts", nargs="+", default=["row", "column", "dual"],
+                    choices=[name for name in LAYOUTS if name != "auto"], help="the layouts to compare")
     ap.add_argument("--skip-forwards", action="store_true", help="skip the target's forward timings")
+    ap.add_argument("--shapes", nargs="+", default=[], choices=sorted(SHAPES),
+                    help="also time the forward of these models' shapes, random weights (about 2 GB each per layout)")
     args = ap.parse_args(argv)
+    names = list(dict.fromkeys(args.layouts))
     os.environ.pop("HSD_WEIGHT_LAYOUT", None)
     torch.set_num_threads(args.threads)
     prompts = measured_prompts(args.prompts)
@@ -81,37 +126,32 @@ def main(argv=None) -> list[dict]:
     print(machine_line(machine_info(base)) + f"; {len(prompts)} held-out prompts, {args.max_new_tokens} new "
           f"tokens, {args.seeds} seeds when sampling")
     if not args.skip_forwards:
-        models = layouts(base)
-        costs = forward_costs(models)
-        print("| target forward | " + " | ".join(f"{n} token{'s' if n > 1 else ''}" for n in (1, 2, 4, 8)) + " |")
-        print("|---|---|---|---|---|")
-        for name in models:
-            one = costs[name, 1]
-            print(f"| {name}-major | " + " | ".join(f"{costs[name, n]:.2f} ms ({costs[name, n] / one:.2f}x)"
-                                                 for n in (1, 2, 4, 8)) + " |", flush=True)
+        print_costs(forward_costs(layouts(base, names)), names, "target forward")
+    for shape in args.shapes:
+        print_costs(forward_costs(shaped(shape, names), rounds=7), names, f"{shape} shape, random weights")
     settings = [g for g in GOALS if args.roles is None or g[0] in args.roles]
     drafters = ROOT / "assets" / "tiny-code"
     rows = []
-    print("| drafter | algorithm | T | lookahead | goal | row AR ms/token | column AR ms/token | row τ | column τ "
-          "| row speedup | column speedup | same text |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    heads = [f"{name} {what}" for what in ("AR ms/token", "τ", "speedup") for name in names]
+    print("| drafter | algorithm | T | lookahead | goal | " + " | ".join(heads) + " | same text |")
+    print("|---" * (len(heads) + 6) + "|")
     for role in dict.fromkeys(g[0] for g in settings):
-        pairs = layouts(hsd.load_pair(str(drafters / "target"), str(drafters / role), device="cpu"))
+        pairs = layouts(hsd.load_pair(str(drafters / "target"), str(drafters / role), device="cpu"), names)
         before = {name: set_layout(name) for name in pairs}
         for setting in (g for g in settings if g[0] == role):
             _, algorithm, t, k, threshold, noise, goal = setting
             got = measure(pairs, prompts, setting, args.seeds, args.max_new_tokens, before=before)
             look = f"{k}" + (f" (stop below {threshold:g})" if threshold else "") + (
                 ", shared noise" if noise == "shared" else "")
-            pairs_out = list(zip(got["row"]["outputs"], got["column"]["outputs"]))  # AR's and the algorithm's
-            same = sum(a == b for a, b in pairs_out)
-            print(f"| {role} | {algorithm} | {t:g} | {look} | {goal:g}x | {got['row']['ar_ms']:.2f} | "
-                  f"{got['column']['ar_ms']:.2f} | {got['row']['tau']:.3f} | {got['column']['tau']:.3f} | "
-                  f"{got['row']['speedup']:.3f}x | {got['column']['speedup']:.3f}x | {same}/{len(pairs_out)} |",
-                  flush=True)
+            outputs = list(zip(*(got[name]["outputs"] for name in names)))  # AR's and the algorithm's, per layout
+            same = sum(len(set(o)) == 1 for o in outputs)
+            cells = [f"{got[name]['ar_ms']:.2f}" for name in names] + [f"{got[name]['tau']:.3f}" for name in names]
+            cells += [f"{got[name]['speedup']:.3f}x" for name in names]
+            print(f"| {role} | {algorithm} | {t:g} | {look} | {goal:g}x | " + " | ".join(cells) +
+                  f" | {same}/{len(outputs)} |", flush=True)
             rows.append(dict(role=role, algorithm=algorithm, temperature=t, lookahead=look, goal=goal, same=same,
-                             outputs=len(pairs_out), **{f"{name}_{key}": value for name, rec in got.items()
-                                                        for key, value in rec.items() if key != "outputs"}))
+                             outputs=len(outputs), **{f"{name}_{key}": value for name, rec in got.items()
+                                                      for key, value in rec.items() if key != "outputs"}))
     os.environ.pop("HSD_WEIGHT_LAYOUT", None)
     return rows
 

@@ -6,9 +6,9 @@ about 1 ms in transformers' forward (mask building, cache objects, module dispat
 :class:`LeanRunner` is a :class:`~hsd.runner.Runner` that computes the same function with a handful of tensor
 operations per layer, on the model's own parameters (read, never changed; for a drafter of at most ``FUSE_LIMIT``
 parameters the q/k/v and gate/up matrices are also joined into a copy, and on the CPU its matrices are copies stored
-column-major, the layout decoding's few rows multiply fastest in: :mod:`hsd.layout`), with its keys and values in one
-preallocated buffer per layer. The rotary tables come from the model's own ``rotary_emb`` module, so every
-position-only RoPE variant (default, linear, Llama 3, YaRN) is the model's.
+column-major, the fastest layout for a drafter's small matrices, which stay in the caches: :mod:`hsd.layout`), with
+its keys and values in one preallocated buffer per layer. The rotary tables come from the model's own
+``rotary_emb`` module, so every position-only RoPE variant (default, linear, Llama 3, YaRN) is the model's.
 
 Only the drafter takes this path. Losslessness never depends on how the drafter computes its distribution (the
 algorithms accept and correct with whatever ``q`` the drafter reports, spec §1-§3); the target, whose logits *are*
@@ -94,7 +94,7 @@ class _Layer:
         qkv = (attn.q_proj, attn.k_proj, attn.v_proj)
         self.o = attn.o_proj.weight
         self.down = mlp.down_proj.weight
-        if fuse:  # copies, stored column-major on the CPU (hsd/layout.py: faster for decoding's few rows)
+        if fuse:  # copies, stored column-major on the CPU (hsd/layout.py: faster for a small model's few rows)
             lay = column_major if column else (lambda w: w)
             self.qkv = [(lay(torch.cat([p.weight.detach() for p in qkv])),
                          None if qkv[0].bias is None else torch.cat([p.bias.detach() for p in qkv]))]
@@ -154,7 +154,7 @@ class LeanRunner(Runner):
         types = _layer_types(cfg)
         window = getattr(cfg, "sliding_window", None)
         fuse = sum(p.numel() for p in net.parameters()) <= FUSE_LIMIT
-        column = self.device.type == "cpu" and layout_setting() == "column"
+        column = self.device.type == "cpu" and layout_setting() != "row"
         self._layers = [_Layer(layer, window if kind == "sliding_attention" else None, fuse, column)
                         for layer, kind in zip(net.model.layers, types)]
         self._embed, self._head = net.model.embed_tokens.weight, net.lm_head.weight

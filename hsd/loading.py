@@ -1,8 +1,8 @@
 """Loading layer: models and tokenizers from the Hub or a local directory, devices and dtypes.
 
 Loaded models are cached and never mutated: hsd only runs forward passes on them, each generation with
-its own KV caches. (A model hsd loads on the CPU in float32 has its linear weights stored column-major before
-it is cached, the same values in the layout the CPU multiplies fastest for decoding: :mod:`hsd.layout`.)
+its own KV caches. (A model hsd loads on the CPU in float32 gets its linear layers laid out before it is
+cached: the same values, multiplied in the layout the CPU is fastest in for decoding's few rows, :mod:`hsd.layout`.)
 The cache is the only place hsd keeps a model: at most ``MAX_CACHED_MODELS``
 (``HSD_MAX_CACHED_MODELS``, default 4, at least 2: one pair) live in it, the least recently used is
 evicted *before* a new one loads, and the :class:`Pair` objects :func:`load_pair` reuses are dropped
@@ -31,7 +31,7 @@ from huggingface_hub import errors as hub_errors
 from .assets import ASSETS
 from .errors import (GatedModelError, HsdError, HubAuthError, InvalidSettingError, ModelNotFoundError,
                      NotCausalLMError, RemoteCodeError, RevisionNotFoundError, TokenizerMissingError)
-from .layout import layout_setting, use_column_major
+from .layout import use_layout
 from .vocab import PairVocab, Vocab
 
 #: the embedded pairs, by the paths of their models as users see and type them ("assets/..."); installed
@@ -437,8 +437,8 @@ def _load(name, revision, device, dtype, device_map, trust_remote_code, token) -
     if device_map is None:
         model.to(dev)
     model.eval()
-    if device_map is None and layout_setting() == "column":
-        use_column_major(model)  # hsd's own copy, before anyone sees it: the same values, a faster layout (hsd/layout.py)
+    if device_map is None:
+        use_layout(model)  # hsd's own copy, before anyone sees it: the same values, faster kernels (hsd/layout.py)
     return Model.wrap(model, tokenizer, name, revision, getattr(pinned, "resolved", None))
 
 

@@ -1,5 +1,6 @@
-"""Column-major linear weights on the CPU (hsd/layout.py): the same values in another layout, only for models hsd
-loads itself, never for a model a user hands in; the output stays AR's."""
+"""Linear weights on the CPU (hsd/layout.py): dual (row-major as loaded plus a column-major copy, each number of rows
+multiplied by the faster), column-major, or row-major; the same values, only for models hsd loads itself, never for
+a model a user hands in; the output stays AR's."""
 
 import copy
 import sys
@@ -28,19 +29,91 @@ def _column_major(w: torch.Tensor) -> bool:
     return not w.is_contiguous() and w.t().is_contiguous()
 
 
-def test_a_model_hsd_loads_on_the_cpu_has_column_major_linears_with_the_files_values():
+def _dual(module) -> bool:
+    return isinstance(module.__dict__.get("forward"), layout.DualLinear)
+
+
+def test_a_model_hsd_loads_on_the_cpu_is_dual_with_the_files_values():
     model = loading.load_model(str(TARGET), device="cpu")
     plain = tf.AutoModelForCausalLM.from_pretrained(TARGET, dtype=torch.float32).eval()
-    tied = model.model.lm_head.weight is model.model.get_input_embeddings().weight
-    assert tied  # the embedded target ties its head to its embedding: that weight keeps its rows
-    moved = [m for m in _linears(model.model) if m.weight is not model.model.lm_head.weight]
-    assert len(moved) == 7 * model.model.config.num_hidden_layers and all(_column_major(m.weight) for m in moved)
-    assert model.model.lm_head.weight.is_contiguous()
-    for (name, a), (_, b) in zip(model.model.state_dict().items(), plain.state_dict().items()):
-        assert torch.equal(a, b), name  # the values are the file's: only the strides differ
-    ids = torch.tensor([[5, 77, 300, 12, 9, 1000]])
+    net = model.model
+    assert net.lm_head.weight is net.get_input_embeddings().weight  # tied: the dual head only reads the weight
+    linears = _linears(net)
+    assert len(linears) == 7 * net.config.num_hidden_layers + 1 and all(_dual(m) for m in linears)
+    assert all(m.weight.is_contiguous() for m in linears) and layout.layout_of(net) == "dual"
+    for m in linears:
+        assert _column_major(m.forward.columns) and torch.equal(m.forward.columns, m.weight)
+    for (name, a), (_, b) in zip(net.state_dict().items(), plain.state_dict().items()):
+        assert torch.equal(a, b), name  # the values are the file's; the copies are no part of the state
+    assert net.state_dict().keys() == plain.state_dict().keys()
     with torch.inference_mode():
-        assert torch.allclose(model.model(ids).logits, plain(ids).logits, atol=1e-4, rtol=0)
+        for ids in ([5], [5, 77], [5, 77, 300, 12], [5, 77, 300, 12, 9, 1000, 3]):  # each path of DualLinear
+            x = torch.tensor([ids])
+            assert torch.allclose(net(x).logits, plain(x).logits, atol=1e-4, rtol=0), len(ids)
+
+
+def test_a_dual_linear_multiplies_2_to_5_rows_by_the_weight_and_the_others_by_its_copy():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(24, 40)
+    layout.use_dual(lin)
+    assert _dual(lin) and lin.forward.weight is lin.weight
+    with torch.inference_mode():
+        for rows in range(1, 9):
+            x = torch.randn(1, rows, 24)
+            assert torch.allclose(lin(x), torch.nn.functional.linear(x, lin.weight, lin.bias), atol=1e-5), rows
+        lin.forward.columns.zero_()  # spoil the copy: only the rows it serves change
+        x = torch.randn(3, 24)
+        assert torch.allclose(lin(x), torch.nn.functional.linear(x, lin.weight, lin.bias), atol=1e-5)
+        assert torch.equal(lin(x[:1]), lin.bias.expand(1, -1)) and torch.equal(lin(torch.randn(7, 24)),
+                                                                             lin.bias.expand(7, -1))
+
+
+def test_a_dual_linears_copy_follows_its_weight_and_gradients_flow():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 8, bias=False)
+    layout.use_dual(lin)
+    x = torch.randn(1, 16)
+    new = torch.randn(8, 16)
+    lin.load_state_dict({"weight": new})  # an in-place copy: the version counter moves
+    with torch.inference_mode():
+        assert torch.allclose(lin(x), x @ new.T, atol=1e-5)
+    lin.weight.data = torch.randn(8, 16)  # new storage
+    with torch.inference_mode():
+        assert torch.allclose(lin(x), x @ lin.weight.detach().T, atol=1e-5)
+    lin(torch.randn(3, 16)).sum().backward()  # grad mode: F.linear with the weight itself
+    assert lin.weight.grad is not None and lin.weight.grad.abs().sum() > 0
+    lin.to(torch.float64)  # cast: the plain layer, and the copy is dropped
+    with torch.inference_mode():
+        x = torch.randn(2, 16, dtype=torch.float64)
+        assert torch.equal(lin(x), torch.nn.functional.linear(x, lin.weight)) and lin.forward.columns is None
+
+
+def test_a_deep_copy_of_a_dual_model_multiplies_by_its_own_weights():
+    tok = bytelevel_tokenizer()
+    net = tiny_llama(tok, 0, layers=2).eval()
+    layout.use_dual(net)
+    twin = copy.deepcopy(net)
+    for a, b in zip(_linears(net), _linears(twin)):
+        assert b.forward.weight is b.weight and b.forward.columns.data_ptr() != a.forward.columns.data_ptr()
+    with torch.no_grad():
+        for m in _linears(twin):
+            m.weight.mul_(0.0)
+    ids = torch.tensor([[3, 4, 5]])
+    with torch.inference_mode():
+        assert not torch.equal(net(ids).logits, twin(ids).logits)
+        assert torch.allclose(twin(ids[:, :1]).logits, torch.zeros(1), atol=0)  # the copy followed the zeroed weights
+
+
+def test_auto_is_dual_under_the_limit_and_column_major_over_it(monkeypatch):
+    tok = bytelevel_tokenizer()
+    net = tiny_llama(tok, 0, layers=2)
+    assert layout.dual_bytes(net) == sum(m.weight.numel() * 4 for m in _linears(net))
+    assert layout.use_layout(net, "auto") == "dual" == layout.layout_of(net)
+    monkeypatch.setattr(layout, "DUAL_LIMIT", layout.dual_bytes(net) - 1)
+    assert layout.use_layout(net, "auto") == "column" == layout.layout_of(net)
+    assert not any(_dual(m) for m in _linears(net))
+    assert layout.use_layout(net, "row") == "row" == layout.layout_of(net)
+    assert all(m.weight.is_contiguous() and not _dual(m) for m in _linears(net))
 
 
 def test_a_users_model_is_never_relaid(monkeypatch):
@@ -51,6 +124,7 @@ def test_a_users_model_is_never_relaid(monkeypatch):
     runner = LeanRunner(model)  # the lean drafter keeps column-major copies of its own
     assert _column_major(runner._layers[0].o) and _column_major(runner._layers[0].gate_up[0])
     runner.forward([3, 4, 5, 6])
+    assert not any("forward" in m.__dict__ for m in net.modules())
     for k, v in net.state_dict().items():
         ptr, stride, value = before[k]
         assert (v.data_ptr(), v.stride()) == (ptr, stride) and torch.equal(v, value), k
@@ -61,12 +135,19 @@ def test_the_switch_keeps_the_loaded_layout_and_refuses_nonsense(monkeypatch):
     try:
         monkeypatch.setenv("HSD_WEIGHT_LAYOUT", "row")
         model = loading.load_model(str(TARGET), device="cpu")
-        assert all(m.weight.is_contiguous() for m in _linears(model.model))
+        assert all(m.weight.is_contiguous() and not _dual(m) for m in _linears(model.model))
         tok = bytelevel_tokenizer()
         assert not _column_major(LeanRunner(Model.wrap(tiny_llama(tok, 0, layers=2), tok))._layers[0].o)
         loading.clear_cache()
+        monkeypatch.setenv("HSD_WEIGHT_LAYOUT", "column")
+        model = loading.load_model(str(TARGET), device="cpu")
+        moved = [m for m in _linears(model.model) if m.weight is not model.model.lm_head.weight]
+        assert all(_column_major(m.weight) and not _dual(m) for m in moved)
+        assert model.model.lm_head.weight.is_contiguous()  # tied to the embedding, which reads rows
+        assert len(moved) == 7 * model.model.config.num_hidden_layers
+        loading.clear_cache()
         monkeypatch.setenv("HSD_WEIGHT_LAYOUT", "diagonal")
-        with pytest.raises(InvalidSettingError, match="HSD_WEIGHT_LAYOUT must be one of column, row"):
+        with pytest.raises(InvalidSettingError, match="HSD_WEIGHT_LAYOUT must be one of auto, dual, column, row"):
             loading.load_model(str(TARGET), device="cpu")
     finally:
         loading.clear_cache()
@@ -84,7 +165,10 @@ def test_only_plain_linears_in_float32_on_the_cpu_move_and_row_major_undoes_it()
     assert layout.use_column_major(net) == 0  # already done
     assert layout.use_row_major(net) == n and all(m.weight.is_contiguous() for m in _linears(net))
     half = copy.deepcopy(net).to(torch.bfloat16)
-    assert not layout.applies(half) and layout.use_column_major(half) == 0
+    assert not layout.applies(half) and layout.use_column_major(half) == 0 and layout.use_dual(half) == 0
+    assert layout.use_layout(half, "dual") == "row" and not any(_dual(m) for m in half.modules())
+    assert layout.use_dual(net) == 2 * 7 + 1 and _dual(net.lm_head) and not _dual(special)
+    assert layout.use_column_major(net) == n and not any(_dual(m) for m in _linears(net))
 
 
 def test_ar_and_the_algorithms_write_the_same_text_in_either_layout():
@@ -96,14 +180,14 @@ def test_ar_and_the_algorithms_write_the_same_text_in_either_layout():
 
     pair = hsd.load_pair(preset="tiny-code", device="cpu")
     pairs = weight_layout.layouts(pair)
-    assert all(_column_major(m.weight) for m in _linears(pairs["column"].target.model)[:-1])
-    assert all(m.weight.is_contiguous() for m in _linears(pairs["row"].target.model))
+    assert [layout.layout_of(p.target.model) for p in pairs.values()] == list(pairs) == ["row", "column", "dual"]
+    assert layout.layout_of(pair.target.model) == "dual"  # the loaded (cached) pair is left as it was
     for settings in (dict(algorithm="ar"), dict(algorithm="slem", lookahead=4),
                      dict(algorithm="slem", temperature=0.7, noise="shared", seed=3),
                      dict(algorithm="tli", temperature=1.0, seed=5, lookahead=2)):
         texts = {name: hsd.generate(p, "def add(a, b):", max_new_tokens=24, **settings).text
                  for name, p in pairs.items()}
-        assert texts["row"] == texts["column"], settings
+        assert texts["row"] == texts["column"] == texts["dual"], settings
 
 
 def test_the_layout_benchmark_times_both_layouts_and_compares_their_texts(capsys):
@@ -112,6 +196,7 @@ def test_the_layout_benchmark_times_both_layouts_and_compares_their_texts(capsys
 
     rows = weight_layout.main(["--prompts", "1", "--seeds", "1", "--max-new-tokens", "8", "--roles", "drafter"])
     assert [r["algorithm"] for r in rows] == ["slem"] and rows[0]["same"] == rows[0]["outputs"] == 2
-    assert rows[0]["row_tau"] == rows[0]["column_tau"] and rows[0]["column_ar_ms"] > 0
+    assert rows[0]["row_tau"] == rows[0]["column_tau"] == rows[0]["dual_tau"] and rows[0]["dual_ar_ms"] > 0
     out = capsys.readouterr().out
-    assert "| row-major | " in out and "| column-major | " in out and "| drafter | slem | 0 | 12 (stop below 0.5) |" in out
+    assert "| row | " in out and "| column | " in out and "| dual | " in out
+    assert "| drafter | slem | 0 | 12 (stop below 0.5) |" in out
