@@ -117,6 +117,7 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--skip-forwards", action="store_true", help="skip the target's forward timings")
     ap.add_argument("--shapes", nargs="+", default=[], choices=sorted(SHAPES),
                     help="also time the forward of these models' shapes, random weights (about 2 GB each per layout)")
+    ap.add_argument("--skip-speed", action="store_true", help="only the forward timings, no generation")
     args = ap.parse_args(argv)
     names = list(dict.fromkeys(args.layouts))
     os.environ.pop("HSD_WEIGHT_LAYOUT", None)
@@ -129,9 +130,11 @@ def main(argv=None) -> list[dict]:
         print_costs(forward_costs(layouts(base, names)), names, "target forward")
     for shape in args.shapes:
         print_costs(forward_costs(shaped(shape, names), rounds=7), names, f"{shape} shape, random weights")
-    settings = [g for g in GOALS if args.roles is None or g[0] in args.roles]
+    settings = [] if args.skip_speed else [g for g in GOALS if args.roles is None or g[0] in args.roles]
     drafters = ROOT / "assets" / "tiny-code"
     rows = []
+    if not settings:
+        return rows
     heads = [f"{name} {what}" for what in ("AR ms/token", "τ", "speedup") for name in names]
     print("| drafter | algorithm | T | lookahead | goal | " + " | ".join(heads) + " | same text |")
     print("|---" * (len(heads) + 6) + "|")
