@@ -29,6 +29,7 @@ CSS = """
 #hsd-round .hsd-round-table, #hsd-round table { white-space: normal; }
 """
 get_pair = planning.load_named_pair
+hsd.threads.choose("auto")  # each run on the intra-op threads that suit its pair's size (hsd/threads.py)
 
 
 class RunOut(NamedTuple):
@@ -489,9 +490,9 @@ def build() -> gr.Blocks:
                     sample_labels=[label for label, *_ in EXAMPLES], elem_id="hsd-examples",
                     label="Examples: greedy code completion (where SLEM pays on the embedded pair), classic SD with "
                           "a drafter that shares the target's tokenizer, sampling with the greedy drafter (where it "
-                          "does not pay) and with a drafter trained on the target's distribution (where it just "
-                          "pays), SLEM sampling with shared noise (it writes AR's very text), SLRS with a byte-level drafter (about as fast as AR), a bad drafter (needs a GPU "
-                          "and a Hub token)")
+                          "does not pay) and with a drafter trained on the target's distribution (where it pays), "
+                          "SLEM sampling with shared noise (it writes AR's very text), SLRS with a byte-level "
+                          "drafter, a bad drafter (needs a GPU and a Hub token)")
         inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
         pair_in, check_out = [target, drafter, device, dtype, algorithm], [report, availability, algorithm]
         room_in = [target, drafter, prompt, mode, device, dtype, parse_special]

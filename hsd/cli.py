@@ -92,12 +92,10 @@ def read_prompt_file(path: Path) -> str:
 
 def load_cli_pair(args, need_drafter: bool = True, hint: str = ""):
     """The pair every subcommand runs on, from the shared model options (and ``--threads`` where given)."""
-    import torch
-
+    from . import threads
     from .loading import load_pair
 
-    if getattr(args, "threads", None):
-        torch.set_num_threads(args.threads)
+    threads.choose(getattr(args, "threads", None) or "auto")  # --threads, else by the pair's size (hsd/threads.py)
     drafter = args.drafter if need_drafter or args.drafter else None
     if args.drafter and not args.target and not args.preset:
         raise HsdError("--drafter needs a --target too (or use --preset).")
@@ -181,7 +179,8 @@ def cmd_vocab(args) -> int:
 
 def _bench_args(p: argparse.ArgumentParser) -> None:
     _model_args(p)
-    p.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest for tiny models on a busy CPU)")
+    p.add_argument("--threads", type=int,
+                   help="torch intra-op threads (default: 1 for a CPU target under 250M parameters, else one per CPU)")
     p.add_argument("--prompts", default="code", help="prompt set in assets/prompts (code, summarize, long) or a file")
     p.add_argument("--num-prompts", type=int, default=8)
     p.add_argument("--seed", type=int, default=0, help="prompt i uses seed + i, in hsd and in the peer")

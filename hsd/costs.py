@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import threads
 from .loading import Model, Pair
 from .lean import drafter_runner
 from .runner import Runner
@@ -97,7 +98,9 @@ def _prefill(model: Model, n: int, seed_ids: list[int], repeats: int, make=Runne
 @torch.inference_mode()
 def measure_costs(pair: Pair, context: int, max_verify: int, repeats: int = 15,
                   target_ids: list[int] | None = None, prompt_len: int | None = None) -> tuple[Costs, Costs]:
-    """(wall-clock, thread-CPU) costs: medians of single forwards with ``context`` tokens cached."""
+    """(wall-clock, thread-CPU) costs: medians of single forwards with ``context`` tokens cached (on the intra-op
+    threads a generation on ``pair`` runs with: :func:`hsd.threads.for_pair`)."""
+    threads.apply(threads.for_pair(pair))
     t_ids = target_ids or list(range(1, 33))
     runner = _filled(pair.target, context, t_ids)
     base = len(runner)

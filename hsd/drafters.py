@@ -511,8 +511,6 @@ def cmd_drafters(args) -> int:
     import json
     import sys
 
-    import torch
-
     from .bench import load_prompts
     from .outfiles import check_output_file, write_output
     from .generate import _check_int
@@ -528,8 +526,9 @@ def cmd_drafters(args) -> int:
               draft_threshold=args.draft_threshold, min_repeats=args.min_repeats,
               max_repeats=args.max_repeats, budget_s=args.budget_s)
     check_comparison(args.target, args.drafters, prompts, args.algorithm, **kw)  # before any model loads
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    from . import threads
+
+    threads.choose(args.threads or "auto")  # --threads, else by the target's size (hsd/threads.py)
     result = run_comparison(args.target, args.drafters, prompts, args.algorithm, predict=not args.no_advise,
                             device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code,
                             log=lambda line: print(line, file=sys.stderr), **kw)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import torch
 
+from . import threads
 from .algorithms import ALGORITHMS
 from .errors import IncompatiblePairError, InvalidSettingError, PromptError
 from .loading import Model, Pair
@@ -216,10 +217,13 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
     prompt_ids = s.ids[:s.prompt_len]
     top = s.recorder.top if s.recorder else 0
     s.clock.start = s.clock.mark = called  # prompt encoding counts as prefill
+    n_threads = threads.for_pair(pair)
+    threads.apply(n_threads)
     with torch.inference_mode():
         s.prefill()
         prefill_forwards = {"target": s.target.forwards, "drafter": s.drafter.runner.forwards if s.drafter else 0}
         while not s.done:
+            threads.apply(n_threads)  # a streaming consumer may resume this generator on another thread
             spent = _forward_seconds(s)
             rnd = spec.step(s)
             rnd.t_other += s.clock.split()

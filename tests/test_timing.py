@@ -44,3 +44,72 @@ def test_compare_repeats_interleaved_and_reports_median_and_spread(model_dirs):
     assert "interleaved repeats" in speedup.layout.title.text or "too noisy" in speedup.layout.title.text
     assert speedup.data[0].error_y.array is not None  # the spread is drawn
     assert "speedup spread" in table.columns
+
+
+@pytest.fixture
+def thread_choice(monkeypatch):
+    """hsd.threads' choice, restored after the test (the app's import sets it for the whole process)."""
+    from hsd import threads
+
+    monkeypatch.setattr(threads, "_CHOICE", threads._CHOICE)
+    monkeypatch.setitem(threads.STATE, "user_threads", None)  # as if the user had set no OMP_NUM_THREADS
+    return threads
+
+
+def test_the_automatic_thread_choice_goes_by_the_targets_size(thread_choice, monkeypatch):
+    import hsd
+    from hsd.errors import InvalidSettingError
+
+    threads = thread_choice
+    pair = hsd.load_pair(preset="tiny-code", device="cpu")
+    threads.choose(None)
+    assert threads.for_pair(pair) is None  # the library's default: torch's count as it is
+    threads.choose("auto")
+    assert threads.for_pair(pair) == 1  # 13M parameters: one thread
+    monkeypatch.setattr(threads, "ONE_THREAD_BELOW", 10_000_000)
+    monkeypatch.setitem(threads.STATE, "OMP_NUM_THREADS", "7")
+    assert threads.for_pair(pair) == 7  # over the line: hsd's default count
+    monkeypatch.setitem(threads.STATE, "user_threads", "3")
+    assert threads.for_pair(pair) is None  # OMP_NUM_THREADS from the user wins
+    threads.choose(5)
+    assert threads.for_pair(pair) == 5  # a count given (the CLI's --threads) wins too
+    for bad in ("many", 0, -1, 1.5, True):
+        with pytest.raises(InvalidSettingError, match="'auto', a positive count or None"):
+            threads.choose(bad)
+
+
+def test_a_generation_sets_its_threads_on_whichever_thread_runs_each_round(thread_choice):
+    import threading
+
+    import torch
+
+    import hsd
+
+    threads = thread_choice
+    pair = hsd.load_pair(preset="tiny-code", device="cpu")
+    threads.choose(1)
+    gen = hsd.stream(pair, "def add(a, b):", algorithm="slem", max_new_tokens=24, lookahead=2)
+    seen = []
+
+    def advance():
+        torch.set_num_threads(2)  # a worker thread whose torch count is not the chosen one
+        next(gen)
+        seen.append(torch.get_num_threads())
+
+    for _ in range(2):  # the first round on one thread, the next on another, as a streaming server may
+        worker = threading.Thread(target=advance)
+        worker.start()
+        worker.join()
+    assert seen == [1, 1]
+    gen.close()
+
+
+def test_the_cli_lets_hsd_choose_unless_threads_is_given(thread_choice):
+    from hsd.cli import build_parser, load_cli_pair
+
+    generate = build_parser().parse_args(["generate", "--preset", "tiny-code", "--prompt", "def f(x):"])
+    load_cli_pair(generate)  # no --threads option: hsd chooses by the pair
+    assert thread_choice._CHOICE == "auto"
+    bench = build_parser().parse_args(["bench", "--preset", "tiny-code", "--threads", "1"])
+    load_cli_pair(bench)
+    assert thread_choice._CHOICE == 1
