@@ -43,13 +43,13 @@ BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
 #: shown whole. Prompts end at the end of a line: the target's BPE merges a newline with the next line's
 #: indentation, so a prompt ending in a bare newline means "unindented line or end of file" to it
 #: (docs/embedded-pair.md). On the embedded pair sampling with the greedy drafter does not pay (TLI at T=1 after
-#: `def fibonacci(n):`, k=5: 0.91x AR) and the drafter trained on the target's distribution (tiny-code-sampling)
-#: pays a little (k=2: 1.11x AR; six seeds), and SLRS with the byte drafter only breaks even (1.02x): a classroom
-#: sees that (measured again on 5 December 2026 with column-major weights, hsd/layout.py; before: 0.86x, 1.09x,
-#: 1.00x). SLEM at T=0.7 with shared noise writes AR's text for the same seed
-#: (six seeds of six on its prompt); with the drafter for sampling, whose last segment learnt the target's T=0.7
-#: distribution, at k=3 it is 1.26x AR there over six seeds (1.16x before the layout; the greedy drafter:
-#: 1.01-1.02x at k<=12). The label
+#: `def fibonacci(n):`, k=5: 0.85x AR) and the drafter trained on the target's distribution (tiny-code-sampling)
+#: pays (k=2: 1.26x AR; six seeds), and SLRS with the byte drafter 1.18x: a classroom sees the drafter decide
+#: (measured again on 5 December 2026 with dual linear layers, hsd/layout.py, and the app's thread choice,
+#: hsd/threads.py: one thread for this pair; with two threads these examples ran 0.60x, 0.69x and 0.64x). SLEM
+#: at T=0.7 with shared noise writes AR's text for the same seed (six seeds of six on its prompt); with the drafter
+#: for sampling, whose last segment learnt the target's T=0.7 distribution, at k=3 it is 1.36x AR there over six
+#: seeds (1.26x with column-major weights; 0.82x with two threads). The label
 #: leaves out k=3 to fit the cell; the lookahead field shows it. The first example (and
 #: the app's default prompt) is one whose greedy SLEM speedup on the embedded pair is about its held-out average
 #: (about 2x, docs/benchmarks.md), not the best prompt found.
@@ -66,7 +66,7 @@ EXAMPLES = [
     ("tli · T=1 · drafter for sampling · k=2 · 96 tokens", SAMPLING, "def fibonacci(n):", "tli", 1.0, 2, 96),
     ("AR's text: slem · T=0.7 · shared noise · sampling drafter", SAMPLING, "class Stack:\n    def __init__(self):",
      "slem", 0.7, 3, 96, None, 0.0, True),
-    ("as fast as AR: slrs · bytes · T=0 · k=1 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 1, 64),
+    ("slrs · byte-level drafter · T=0 · k=1 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 1, 64),
     ("bad drafter (GPU) · slem · T=0 · k=5 · 64 tokens", BAD_DRAFTER,
      "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64),
 ]
