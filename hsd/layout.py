@@ -124,6 +124,16 @@ def dual_bytes(model: torch.nn.Module) -> int:
     return sum(w.numel() * w.element_size() for w in seen.values())
 
 
+def planned_copy_bytes(weight_bytes: int, device: torch.device, dtype: torch.dtype) -> int:
+    """The memory the layout setting will add to a model of ``weight_bytes`` loaded on ``device`` in ``dtype``:
+    its weights once more where it will be ``dual`` (an upper bound: the copies are of the linear weights only),
+    else 0. :func:`hsd.planning.plan_load` counts it before loading."""
+    if device.type != "cpu" or dtype != torch.float32:
+        return 0
+    setting = layout_setting()
+    return weight_bytes if setting == "dual" or (setting == "auto" and weight_bytes <= DUAL_LIMIT) else 0
+
+
 @torch.no_grad()
 def use_dual(model: torch.nn.Module) -> int:
     """Give every exact ``nn.Linear`` of ``model`` a :class:`DualLinear` forward (its weight row-major, as loaded,

@@ -21,6 +21,7 @@ from . import policy
 from .errors import HsdError, InvalidSettingError, ModelNotFoundError, RemoteCodeError, ResourceLimitError
 from .loading import (cache_key, embedded_path, is_loaded, load_pair, offline, release_models, resolve_device,
                       resolve_dtype)
+from .layout import planned_copy_bytes
 from .machine import device_name
 from .policy import is_public
 
@@ -107,8 +108,10 @@ def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "aut
             continue
         params, note = hub_params(name, revision) if revision else hub_params(name)  # unpinned: the call as before
         if params:
-            total += params * width
+            copies = planned_copy_bytes(params * width, dev, torch_dtype)  # hsd/layout.py: dual on the CPU
+            total += params * width + copies
             note += f", ≈{params * width / 1e9:.1f} GB in {str(torch_dtype).replace('torch.', '')}"
+            note += f" (+{copies / 1e9:.1f} GB of column-major copies for the CPU)" if copies else ""
         lines.append(f"- **{role}** `{name}`{f' @ `{revision}`' if revision else ''}: {note}")
     free = available_bytes(dev)
     if free and total > 0.9 * free:

@@ -109,16 +109,19 @@ def test_a_pair_that_does_not_fit_evicts_the_cache_before_it_is_refused(dirs, lo
     refs = _refs(pair)
     del pair
     gb = 10**9
-    # 1 GB free while the two cached models are loaded, 3 GB once they are gone; each Hub model needs 1 GB
+    # 1 GB free while the two cached models are loaded, 3 GB once they are gone; each Hub model needs 1 GB: 0.5 GB
+    # of float32 weights and as much again for the CPU's dual layout (hsd/layout.py)
     monkeypatch.setattr(planning, "available_bytes", lambda dev: 3 * gb - len(loading._CACHE) * gb)
-    monkeypatch.setattr(planning, "hub_params", lambda name, revision=None: (gb // 4, "from the Hub"))
+    monkeypatch.setattr(planning, "hub_params", lambda name, revision=None: (gb // 8, "from the Hub"))
     plan = planning.plan_load(dirs["a/target"], dirs["a/drafter"], device="cpu", dtype="float32")
     assert plan.count("already loaded") == 2 and "evicted" not in plan  # a pair never evicts itself
     plan = planning.plan_load("org/big-target", "org/big-drafter", device="cpu", dtype="float32")
     assert "evicted 2 cached models" in plan and loading.cached_models() == []
+    assert plan.count("≈0.5 GB in float32 (+0.5 GB of column-major copies for the CPU)") == 2
     gc.collect()
     assert [r() for r in refs] == [None] * len(refs)
-    monkeypatch.setattr(planning, "hub_params", lambda name, revision=None: (gb, "from the Hub"))  # 4 GB each
+    # 4 GB each: over the dual layout's 2 GiB, so column-major in place, no copies
+    monkeypatch.setattr(planning, "hub_params", lambda name, revision=None: (gb, "from the Hub"))
     with pytest.raises(hsd.ResourceLimitError, match="need about 8.0 GB but cpu has 3.0 GB free"):
         planning.plan_load("org/huge-target", "org/huge-drafter", device="cpu", dtype="float32")
 
