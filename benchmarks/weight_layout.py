@@ -50,7 +50,10 @@ def layouts(pair, names=("row", "column", "dual")) -> dict:
 #: model shapes ``--shapes`` can time with random weights: a real model's forward without downloading it
 SHAPES = {"qwen2-0.5b": dict(model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                              num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
-                             tie_word_embeddings=True)}
+                             tie_word_embeddings=True),
+          "smollm2-135m": dict(model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                               num_attention_heads=9, num_key_value_heads=3, vocab_size=49152,
+                               tie_word_embeddings=True)}
 
 
 def shaped(name: str, names) -> dict:
