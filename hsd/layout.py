@@ -87,8 +87,8 @@ class DualLinear:
     The copy follows the weight: it is taken again after any in-place change of the weight (a
     ``load_state_dict``, an optimizer step: the tensor's version counter moves) or a new ``.data``. When autograd
     records (the weight requires a gradient and grad mode is on) the layer computes ``F.linear`` with the weight
-    itself, so gradients flow as they would without this; so it does, dropping the copy, once the weight is moved
-    off the CPU or cast from float32 (``model.to(...)``)."""
+    itself, so gradients flow as they would without this. A weight moved off the CPU or cast from float32
+    (``model.to(...)``) makes it the plain layer again, the copy dropped."""
 
     def __init__(self, module: torch.nn.Linear):
         self.weight, self.bias = module.weight, module.bias
@@ -190,6 +190,10 @@ def use_layout(model: torch.nn.Module, layout: str | None = None) -> str:
     """Lay ``model`` out as ``layout`` (default: :func:`layout_setting`; ``auto`` decided by :data:`DUAL_LIMIT`);
     returns the layout it now has (``row`` where none applies: not on the CPU in float32)."""
     layout = layout or layout_setting()
+    if layout not in LAYOUTS:
+        from .errors import InvalidSettingError
+
+        raise InvalidSettingError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}.")
     if not applies(model):
         return "row"
     if layout == "auto":

@@ -114,6 +114,8 @@ def test_auto_is_dual_under_the_limit_and_column_major_over_it(monkeypatch):
     assert not any(_dual(m) for m in _linears(net))
     assert layout.use_layout(net, "row") == "row" == layout.layout_of(net)
     assert all(m.weight.is_contiguous() and not _dual(m) for m in _linears(net))
+    with pytest.raises(InvalidSettingError, match="layout must be one of auto, dual, column, row, got 'diagonal'"):
+        layout.use_layout(net, "diagonal")
 
 
 def test_a_users_model_is_never_relaid(monkeypatch):
