@@ -119,7 +119,7 @@ def main(argv=None) -> list[dict]:
                     choices=[name for name in LAYOUTS if name != "auto"], help="the layouts to compare")
     ap.add_argument("--skip-forwards", action="store_true", help="skip the target's forward timings")
     ap.add_argument("--shapes", nargs="+", default=[], choices=sorted(SHAPES),
-                    help="also time the forward of these models' shapes, random weights (about 2 GB each per layout)")
+                    help="also time the forward of these models' shapes, random weights (qwen2-0.5b: 2 GB a layout)")
     ap.add_argument("--skip-speed", action="store_true", help="only the forward timings, no generation")
     args = ap.parse_args(argv)
     names = list(dict.fromkeys(args.layouts))
