@@ -29,6 +29,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
+from . import threads
 from .algorithms import ALGORITHMS
 from .errors import InvalidSettingError
 from .figures import ALGORITHM_COLORS, _color
@@ -235,6 +236,8 @@ def iter_check(pair: Pair, algorithm: str, prompt: str | None = None, n: int | N
     if algorithm == "ar":
         raise InvalidSettingError("The check compares an algorithm with AR: choose one other than 'ar'.")
     started = time.perf_counter()
+    n_threads = threads.for_pair(pair)  # the app's thread choice (hsd/threads.py), as a generation applies it
+    threads.apply(n_threads)
     s, spec = _prepared(pair, prompt, messages, algorithm, settings)
     ar_settings = {k: v for k, v in settings.items() if k not in ("slrs_max_paths", "slrs_max_forwards")}
     a, ar_spec = _prepared(pair, prompt, messages, "ar", ar_settings)
@@ -245,6 +248,7 @@ def iter_check(pair: Pair, algorithm: str, prompt: str | None = None, n: int | N
     last = time.perf_counter()
     with torch.inference_mode():
         for i in range(n):
+            threads.apply(n_threads)  # a consumer may resume this generator on another thread
             a.rewind(Rng(seed + 2 * i, a.rng.noise))
             ar_counts[ar_spec.step(a).emitted[0].token] += 1
             s.rewind(Rng(seed + 2 * i + 1, s.rng.noise))

@@ -113,3 +113,26 @@ def test_the_cli_lets_hsd_choose_unless_threads_is_given(thread_choice):
     bench = build_parser().parse_args(["bench", "--preset", "tiny-code", "--threads", "1"])
     load_cli_pair(bench)
     assert thread_choice._CHOICE == 1
+
+
+def test_the_lossless_check_runs_on_the_chosen_threads(thread_choice):
+    import threading
+
+    import torch
+
+    import hsd
+    from hsd.lossless import check_next_token
+
+    pair = hsd.load_pair(preset="tiny-code", device="cpu")
+    thread_choice.choose(1)
+    seen = []
+
+    def check():
+        torch.set_num_threads(2)
+        check_next_token(pair, "slem", "def add(a, b):", 8, lookahead=2)
+        seen.append(torch.get_num_threads())
+
+    worker = threading.Thread(target=check)
+    worker.start()
+    worker.join()
+    assert seen == [1]
