@@ -136,3 +136,18 @@ def test_the_lossless_check_runs_on_the_chosen_threads(thread_choice):
     worker.start()
     worker.join()
     assert seen == [1]
+
+
+def test_the_app_examples_benchmark_runs_each_example_against_ar(thread_choice, capsys):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import app_examples
+
+    rows = app_examples.main(["--threads", "auto", "--seeds", "2", "--max-new-tokens", "8", "--only", "0", "5"])
+    assert [r["label"] for r in rows] == [app_examples.EXAMPLES[i][0] for i in (0, 5)]
+    assert rows[1]["same"] == 2  # shared noise: the example writes AR's text at every seed
+    assert all(r["ar_tps"] > 0 and r["tps"] > 0 for r in rows)
+    out = capsys.readouterr().out
+    assert "1 torch threads" in out and "threads auto" in out  # the embedded pair runs on one thread
