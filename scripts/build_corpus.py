@@ -35,11 +35,12 @@ import argparse
 import hashlib
 import json
 import platform
-import re
 import sys
 import sysconfig
 import zlib
 from pathlib import Path
+
+from corpus_sources import licence_of, licence_of_metadata, requirement_closure
 
 ROOT = Path(__file__).resolve().parent.parent
 STDLIB_EXCLUDED = {
@@ -47,84 +48,7 @@ STDLIB_EXCLUDED = {
     "turtledemo", "ensurepip", "idle_test", "__phello__",
 }
 PACKAGE_EXCLUDED = {"__pycache__", "_vendor", "vendored"}
-PERMISSIVE = re.compile(
-    r"^(mit(-\w+)?|(the )?mit license|x11|0?bsd([- ]\d-clause)?|bsd license|new bsd|apache([- ]?2\.0)?( license)?|"
-    r"apache software license|psf(-2\.0)?|python software foundation license|python-2\.0|isc( license)?|"
-    r"isc license \(iscl\)|zlib|cc0(-1\.0)?|unlicense|bsl-1\.0|cnri-python|hpnd|mit-cmu|llvm-exception)$",
-    re.I)
-COPYLEFT = re.compile(r"gpl|mpl|mozilla|eupl|epl|cddl|copyleft|sspl|agpl", re.I)
 STDLIB_LICENCE = "PSF-2.0"
-
-
-# ---------------------------------------------------------------------------------------------
-# Licences
-# ---------------------------------------------------------------------------------------------
-def _expression_permissive(expr: str) -> bool | None:
-    """SPDX-like expression -> permissive?; None when it cannot be read as one."""
-    expr = expr.replace("(", " ").replace(")", " ").strip()
-    if not expr or len(expr) > 200 or "\n" in expr:
-        return None
-    alternatives = re.split(r"\s+OR\s+", expr)
-    verdicts = []
-    for alt in alternatives:
-        terms = [re.sub(r"\s+WITH\s+.*$", "", t).strip() for t in re.split(r"\s+AND\s+", alt)]
-        if any(COPYLEFT.search(t) for t in terms):
-            verdicts.append(False)
-        elif all(PERMISSIVE.match(t) for t in terms):
-            verdicts.append(True)
-        else:
-            verdicts.append(None)
-    if True in verdicts:
-        return True
-    return False if False in verdicts else None
-
-
-def licence_of(dist) -> tuple[str, bool]:
-    """(licence as recorded, permissive?) for an installed distribution."""
-    meta = dist.metadata
-    classifiers = [c.split("::")[-1].strip() for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
-    classifiers = [c for c in classifiers if c != "OSI Approved"]
-    for field in ("License-Expression", "License"):
-        value = (meta.get(field) or "").strip()
-        verdict = _expression_permissive(value) if value else None
-        if verdict is not None:
-            return value, verdict
-    if classifiers:
-        verdicts = [_expression_permissive(c) for c in classifiers]
-        return " AND ".join(classifiers), all(v is True for v in verdicts)
-    return (meta.get("License") or "unknown").strip()[:80], False
-
-
-# ---------------------------------------------------------------------------------------------
-# Sources
-# ---------------------------------------------------------------------------------------------
-def requirement_closure(requirements: Path) -> list:
-    """Installed distributions that ``requirements`` pulls in, recursively, sorted by name."""
-    import importlib.metadata as md
-
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    stack = []
-    for line in requirements.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            stack.append(Requirement(line).name)
-    seen = {}
-    while stack:
-        name = canonicalize_name(stack.pop())
-        if name in seen:
-            continue
-        try:
-            dist = md.distribution(name)
-        except md.PackageNotFoundError:
-            continue
-        seen[name] = dist
-        for spec in dist.requires or []:
-            req = Requirement(spec)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                stack.append(req.name)
-    return [seen[n] for n in sorted(seen)]
 
 
 def stdlib_files(stdlib: Path):
@@ -148,9 +72,10 @@ def package_files(dist):
         yield rel, Path(dist.locate_file(f))
 
 
-def read_text(path: Path, max_chars: int) -> str | None:
+def read_text(path: Path | bytes, max_chars: int) -> str | None:
+    """A source file's text (a path, or the bytes read from a wheel), or None if unreadable, empty or too long."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.decode("utf-8") if isinstance(path, bytes) else path.read_text(encoding="utf-8")
     except (UnicodeDecodeError, OSError):
         return None
     text = text.replace("\r\n", "\n")
@@ -171,9 +96,54 @@ def heldout_by_hash(key: str, every: int) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Build
 # ---------------------------------------------------------------------------------------------
+def pypi_sources(lock: Path, cache: Path):
+    """The pinned PyPI packages as sources: each wheel fetched (sha256 checked) and read from the archive."""
+    import pypi_packages
+
+    sources, dropped = [], []
+    for entry in pypi_packages.read_lock(lock):
+        wheel = pypi_packages.fetch(entry, cache)
+        licence, ok = licence_of_metadata(pypi_packages.wheel_metadata(wheel))
+        if not ok:
+            dropped.append(dict(name=entry["name"], version=entry["version"], licence=licence))
+            continue
+        files = [(f"{entry['name']}/{rel}", data) for rel, data in pypi_packages.wheel_sources(wheel)
+                 if not any(p in PACKAGE_EXCLUDED for p in Path(rel).parts[:-1])
+                 and not Path(rel).name.startswith("test_")]
+        sources.append(dict(source=entry["name"], name=entry["name"], version=entry["version"], licence=licence,
+                            permissive=True, files=files, wheel=entry["filename"], sha256=entry["sha256"]))
+    return sources, dropped
+
+
+def package_chars(src: dict, max_file_chars: int, min_zlib_ratio: float) -> int:
+    """Characters of a PyPI source's files that the corpus rules keep (before deduplication)."""
+    texts = (read_text(data, max_file_chars) for _, data in src["files"])
+    return sum(len(t) for t in texts if t is not None and not is_repetitive(t, min_zlib_ratio))
+
+
+def choose_heldout(sizes: dict[str, int], n_eval: int, n_cal: int, seed: int, min_chars: int) -> dict[str, str]:
+    """Package name -> "evaluation" or "calibration": ``n_eval + n_cal`` of the PyPI packages with at least
+    ``min_chars`` of kept text (``sizes``), drawn at random with ``seed``, so the lock and the seed fix the draw."""
+    import random
+
+    pool = sorted(name for name, chars in sizes.items() if chars >= min_chars)
+    if len(pool) < n_eval + n_cal:
+        raise SystemExit(f"only {len(pool)} PyPI packages have {min_chars:,}+ characters; "
+                         f"cannot hold out {n_eval} + {n_cal}")
+    drawn = random.Random(seed).sample(pool, n_eval + n_cal)
+    return {**{name: "evaluation" for name in drawn[:n_eval]}, **{name: "calibration" for name in drawn[n_eval:]}}
+
+
 def build(requirements: Path, stdlib: Path, previous: dict | None, heldout_every: int = 50,
-          max_file_chars: int = 300_000, min_zlib_ratio: float = 0.12, max_files: int | None = None):
-    """Return (train, heldout, manifest); train/heldout are lists of dicts {source, path, text}."""
+          max_file_chars: int = 300_000, min_zlib_ratio: float = 0.12, max_files: int | None = None,
+          pypi: list[dict] | None = None, heldout_packages: dict[str, str] | None = None,
+          max_package_chars: int | None = None):
+    """Return (train, heldout, manifest); train/heldout are lists of dicts {source, path, text}.
+
+    ``pypi`` adds sources (:func:`pypi_sources`); the packages named in ``heldout_packages`` are held out whole
+    (each document carries its ``group``: evaluation or calibration), read after every other source so a file
+    they share with a training package is dropped from them, never from training. The hash split by file
+    still applies to the other sources; those files go to ``heldout`` with group ``files``."""
     prev_train = set(previous.get("train", [])) if previous else set()
     prev_held = set(previous.get("heldout", [])) if previous else set()
     sources = [dict(source="stdlib", name="python", version=platform.python_version(), licence=STDLIB_LICENCE,
@@ -187,12 +157,20 @@ def build(requirements: Path, stdlib: Path, previous: dict | None, heldout_every
                                 files=package_files(dist)))
         else:
             dropped.append(dict(name=name, version=dist.version, licence=licence))
+    held_pkgs = heldout_packages or {}
+    pypi = list(pypi or [])
+    sources += [src for src in pypi if src["name"] not in held_pkgs]
+    sources += [src for src in pypi if src["name"] in held_pkgs]
     seen, train, heldout, packages = set(), [], [], []
-    skipped = dict(unreadable_or_large=0, repetitive=0, duplicate=0)
+    skipped = dict(unreadable_or_large=0, repetitive=0, duplicate=0, package_cap=0)
     for src in sources:
         kept = chars = 0
+        group = held_pkgs.get(src["name"]) if src.get("wheel") else None
         for rel, path in src["files"]:
             text = read_text(path, max_file_chars)
+            if max_package_chars and src.get("wheel") and text is not None and chars + len(text) > max_package_chars:
+                skipped["package_cap"] += 1
+                continue
             if text is None:
                 skipped["unreadable_or_large"] += 1
                 continue
@@ -204,19 +182,28 @@ def build(requirements: Path, stdlib: Path, previous: dict | None, heldout_every
                 skipped["duplicate"] += 1
                 continue
             seen.add(digest)
-            key = rel if src["source"] == "stdlib" else f"{src['source']}/{rel}"
+            key = rel if src["source"] == "stdlib" or src.get("wheel") else f"{src['source']}/{rel}"
             doc = dict(source=src["source"], path=key, text=text)
-            if src["source"] == "stdlib" and key in prev_train:
+            if group is not None:
+                held = True
+                doc["group"] = group
+            elif src.get("wheel"):
+                held = False  # a PyPI package is held out whole or not at all
+            elif src["source"] == "stdlib" and key in prev_train:
                 held = False
             elif src["source"] == "stdlib" and key in prev_held:
                 held = True
             else:
                 held = heldout_by_hash(key, heldout_every)
+            if held and group is None:
+                doc["group"] = "files"
             (heldout if held else train).append(doc)
             kept += 1
             chars += len(text)
-        packages.append(dict(name=src["name"], version=src["version"], licence=src["licence"], files=kept,
-                             chars=chars))
+        row = dict(name=src["name"], version=src["version"], licence=src["licence"], files=kept, chars=chars)
+        if src.get("wheel"):
+            row.update(split=group or "train", wheel=src["wheel"], sha256=src["sha256"])
+        packages.append(row)
     if max_files:  # smoke tests: a spread-out slice that still has held-out files
         train = train[:: max(1, len(train) // max_files)][:max_files]
         heldout = heldout[:: max(1, len(heldout) // max(2, max_files // 10))][: max(2, max_files // 10)]
@@ -246,6 +233,21 @@ def write_jsonl(path: Path, docs) -> None:
     tmp.replace(path)
 
 
+#: the held-out files, by group: ``heldout.jsonl`` is what training scores itself on (the calibration packages,
+#: or, in a corpus without held-out packages, the held-out files); the goals are measured on ``evaluation.jsonl``
+SPLIT_FILES = {"calibration": "heldout.jsonl", "evaluation": "evaluation.jsonl", "files": "heldout_files.jsonl"}
+
+
+def write_splits(work: Path, train: list[dict], heldout: list[dict]) -> None:
+    """train.jsonl and one file per held-out group (:data:`SPLIT_FILES`)."""
+    write_jsonl(work / "train.jsonl", train)
+    groups = {g: [d for d in heldout if d.get("group") == g] for g in SPLIT_FILES}
+    if not groups["calibration"]:  # no held-out packages: training scores itself on the held-out files
+        groups["calibration"] = groups["files"]
+    for group, name in SPLIT_FILES.items():
+        write_jsonl(work / name, groups[group])
+
+
 def read_jsonl(path: Path) -> list[dict]:
     with path.open(encoding="utf-8") as f:
         return [json.loads(line) for line in f]
@@ -263,6 +265,17 @@ def main(argv=None) -> int:
     ap.add_argument("--max-file-chars", type=int, default=300_000)
     ap.add_argument("--min-zlib-ratio", type=float, default=0.12)
     ap.add_argument("--max-files", type=int, default=None, help="smoke tests: keep a slice of N train files")
+    ap.add_argument("--pypi", default=str(ROOT / "scripts" / "corpus" / "pypi.lock"),
+                    help="pinned PyPI wheels to add (scripts/pypi_packages.py pin writes it; '' for none)")
+    ap.add_argument("--evaluation-packages", type=int, default=12,
+                    help="PyPI packages held out whole, on which the pair's goals are measured")
+    ap.add_argument("--calibration-packages", type=int, default=8,
+                    help="PyPI packages held out whole for training's held-out loss and for choosing settings")
+    ap.add_argument("--heldout-seed", type=int, default=41, help="seed of the held-out packages' draw")
+    ap.add_argument("--heldout-min-chars", type=int, default=60_000,
+                    help="a held-out package has at least this many characters (enough functions for prompts)")
+    ap.add_argument("--max-package-chars", type=int, default=4_000_000,
+                    help="at most this many characters from one PyPI package, so a few large ones do not dominate")
     args = ap.parse_args(argv)
     previous = None
     if args.previous and Path(args.previous).is_file():
@@ -270,11 +283,24 @@ def main(argv=None) -> int:
         if "previous_train" in previous and previous["previous_train"]:
             # a manifest written by this script: its stdlib split is the one to keep
             previous = dict(train=previous["previous_train"], heldout=previous["heldout"])
+    pypi, held_pkgs, pypi_dropped = [], {}, []
+    if args.pypi:
+        pypi, pypi_dropped = pypi_sources(Path(args.pypi), Path(args.work).expanduser() / "pypi")
+        sizes = {src["name"]: package_chars(src, args.max_file_chars, args.min_zlib_ratio) for src in pypi}
+        held_pkgs = choose_heldout(sizes, args.evaluation_packages, args.calibration_packages, args.heldout_seed,
+                                   args.heldout_min_chars)
     train, heldout, manifest = build(Path(args.requirements), Path(args.stdlib), previous, args.heldout_every,
-                                     args.max_file_chars, args.min_zlib_ratio, args.max_files)
+                                     args.max_file_chars, args.min_zlib_ratio, args.max_files, pypi, held_pkgs,
+                                     args.max_package_chars)
+    manifest["dropped_licences"] += pypi_dropped
+    manifest["rules"].update(pypi_lock=Path(args.pypi).name if args.pypi else None,
+                             pypi_lock_sha256=hashlib.sha256(Path(args.pypi).read_bytes()).hexdigest() if args.pypi else None,
+                             heldout_seed=args.heldout_seed, heldout_min_chars=args.heldout_min_chars,
+                             max_package_chars=args.max_package_chars)
+    manifest["heldout_packages"] = {group: sorted(n for n, g in held_pkgs.items() if g == group)
+                                    for group in ("evaluation", "calibration")}
     work = Path(args.work).expanduser() / "corpus"
-    write_jsonl(work / "train.jsonl", train)
-    write_jsonl(work / "heldout.jsonl", heldout)
+    write_splits(work, train, heldout)
     (work / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     if args.manifest:
         Path(args.manifest).write_text(json.dumps(manifest, indent=1) + "\n")

@@ -983,7 +983,9 @@ def build_stdlib_heldout(work: Path, tok, role: str) -> dict:
     """The held-out files from the standard library only: comparable with the first pair's number."""
     import build_corpus
 
-    docs = [d for d in build_corpus.read_jsonl(work / "corpus" / "heldout.jsonl") if d["source"] == "stdlib"]
+    split = work / "corpus" / "heldout_files.jsonl"  # a corpus with held-out packages keeps the files apart
+    split = split if split.is_file() else work / "corpus" / "heldout.jsonl"
+    docs = [d for d in build_corpus.read_jsonl(split) if d["source"] == "stdlib"]
     ids = []
     for enc in tok.backend_tokenizer.encode_batch([d["text"] for d in docs], add_special_tokens=False):
         ids += ([tok.bos_token_id] if bos_first(role) else []) + enc.ids + [tok.eos_token_id]
