@@ -1,12 +1,19 @@
 """Issue 13's goals for the embedded pair, measured on held-out prompts and printed (asserts nothing).
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/pair_goals.py --work ~/.cache/hsd-train
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/pair_goals.py --work ~/.cache/hsd-train --lookahead auto
     OMP_WAIT_POLICY=PASSIVE python benchmarks/pair_goals.py --skip-bpc --write-cards
 
-1. Held-out bits per character of the target (the corpus's full held-out split; needs the work
-   folder of ``scripts/train_pair.py resume``; cached by weights digest). Goal <= 1.0.
-2. Greedy target text on held-out prompts (``assets/prompts/code.jsonl``, cut from files the pair
-   never trained on; all 26 but the 4 calibration prompts unless ``--quality-prompts``), 96 new tokens:
+``--prompt-set`` says what is measured (:data:`PROMPT_SETS`): ``packages`` (the default) measures on
+``assets/prompts/code-packages.jsonl``, functions of the PyPI packages the corpus holds out whole for evaluation,
+chooses settings on ``code-calibration.jsonl``, functions of the calibration packages, and scores bits per
+character on the evaluation packages' text; ``files`` measures on ``code.jsonl``, functions of held-out
+standard-library files, keeps its last ``--calibration-prompts`` for choosing settings, and scores the held-out
+split training scores itself on. The output names the prompt files and the split.
+
+1. Bits per character of the target on the set's corpus split (needs the work folder of
+   ``scripts/train_pair.py resume``; ``evaluation`` is packed there on first use; cached by weights digest).
+   Goal <= 1.0.
+2. Greedy target text on the set's measured prompts (all of them unless ``--quality-prompts``), 96 new tokens:
    mean share of distinct 4-grams of target tokens, with its standard error. Goal >= 0.7.
 3. Speed against hsd's AR in the same run, prompt by prompt (AR and the algorithm alternate, so a
    change in the machine's load hits both): greedy SLEM >= 2.0x; TLI at T=1 >= 1.0x and SLEM at
@@ -14,8 +21,8 @@
    drafter's rows beside them have no goal); SLRS with the byte drafter at T=0 >= 1.0x. Speedup =
    (total tokens / total seconds) of the algorithm over the same for AR.
 
-``--lookahead auto`` chooses each goal's lookahead by measurement on the last 4 code prompts (never among
-the measured ones): the fastest of 1, 2, 3, 5 and 8, of a dynamic lookahead (up to 12, stopping after a
+``--lookahead auto`` chooses each goal's lookahead by measurement on the set's first 4 calibration prompts (never
+among the measured ones): the fastest of 1, 2, 3, 5 and 8, of a dynamic lookahead (up to 12, stopping after a
 drafted token the drafter gives less than 0.5 or 0.7: ``draft_threshold``), and when sampling also whether the
 drafter drafts at the target's temperature or greedily (``drafter_temperature=0``, lossless like any drafter
 distribution). The issue fixes no lookahead, and a user would tune it
@@ -30,6 +37,7 @@ import argparse
 import json
 import statistics
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -40,7 +48,21 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import torch  # noqa: E402
 
 import hsd  # noqa: E402
-from hsd.bench import load_prompts, machine_info, machine_line  # noqa: E402
+from hsd.bench import machine_info, machine_line  # noqa: E402
+
+PROMPTS = ROOT / "assets" / "prompts"
+#: --prompt-set: the measured prompts' file in assets/prompts, the calibration prompts' file (None: the last
+#: --calibration-prompts of the measured file, then never measured), the corpus split bits/char is scored on
+#: (WORK/corpus/SPLIT.jsonl), and what the prompts are, for the output
+PROMPT_SETS = {
+    "packages": dict(measured="code-packages", calibration="code-calibration", split="evaluation",
+                     about="functions of the evaluation packages, held out of training whole",
+                     calibration_about="prompts of `code-calibration.jsonl` (functions of the calibration packages, "
+                                       "never measured)"),
+    "files": dict(measured="code", calibration=None, split="heldout",
+                  about="functions of held-out standard-library files",
+                  calibration_about="other held-out prompts"),
+}
 
 # (preset, algorithm, temperature, goal, noise): the issue's speed goals, each measured with the drafter and the
 # noise the demo uses for it (sampling: the drafter trained on the target's distribution, tiny-code-sampling;
@@ -76,7 +98,28 @@ AUTO_LOOKAHEADS = (1, 2, 3, 5, 8)
 BYTES_PER_TOKEN = 3.6  # the target's characters (bytes) per token on held-out code: a byte drafter's cost per position
 # dynamic lookaheads (lookahead, draft_threshold): draft up to 12 tokens, stopping after one the drafter doubts
 AUTO_DYNAMIC = ((12, 0.5), (12, 0.7))
-CALIBRATION = 4  # the last prompts of the set choose the lookahead; the measured ones come from the front
+CALIBRATION = 4  # calibration prompts that choose the lookahead; never measured
+
+
+def prompt_rows(name: str) -> list[dict]:
+    """The rows of ``assets/prompts/NAME.jsonl``: each prompt with the file (``source``) it was cut from."""
+    return [json.loads(line) for line in (PROMPTS / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def select_prompts(prompt_set: str, n_calibration: int) -> tuple[list[dict], list[dict]]:
+    """(measurable, calibration) rows of a :data:`PROMPT_SETS` entry: ``n_calibration`` rows from its calibration
+    file, or the measured file's last ones, which are then left out of the measurable."""
+    spec = PROMPT_SETS[prompt_set]
+    rows = prompt_rows(spec["measured"])
+    own = spec["calibration"] is None
+    others = rows if own else prompt_rows(spec["calibration"])
+    if not 1 <= n_calibration <= len(others) - own:
+        raise ValueError(f"--calibration-prompts: between 1 and {len(others) - own} with --prompt-set {prompt_set}, "
+                         f"not {n_calibration}")
+    if own:
+        return rows[:-n_calibration], rows[-n_calibration:]
+    return rows, others[:n_calibration]
 
 
 def choose_lookahead(pair, algorithm, temperature, prompts, max_new_tokens, noise="independent") -> tuple[tuple, dict]:
@@ -108,23 +151,32 @@ def setting_text(k, drafter_t, threshold=0.0) -> str:
             + ("" if drafter_t is None else f", drafter T={drafter_t:g}"))
 
 
-def human_share(tokenizer, n_prompts: int, new_tokens: int) -> float | None:
-    """The same measure on what the held-out files themselves write after each prompt (the prompts record
-    their standard-library file), tokenized by the target: the share a model that wrote like the corpus would
-    get. None if the files are not on this machine."""
-    import sysconfig
-
+def source_texts(rows: list[dict], corpus_split: Path) -> dict[str, str]:
+    """The files the prompt rows were cut from (``source``: ``path:line``), by path: a held-out package's file
+    from ``corpus_split`` (a split file of the corpus, e.g. ``WORK/corpus/evaluation.jsonl``) or a
+    standard-library file; those not on this machine are missing."""
+    paths = {row["source"].rsplit(":", 1)[0] for row in rows}
+    if any("package" in row for row in rows):
+        if not corpus_split.is_file():
+            return {}
+        with corpus_split.open(encoding="utf-8") as f:
+            docs = (json.loads(line) for line in f)
+            return {d["path"]: d["text"] for d in docs if d["path"] in paths}
     stdlib = Path(sysconfig.get_paths()["stdlib"])
+    return {p: (stdlib / p).read_text(encoding="utf-8", errors="replace") for p in paths if (stdlib / p).is_file()}
+
+
+def human_share(tokenizer, rows: list[dict], new_tokens: int, texts: dict[str, str]) -> float | None:
+    """The same measure on what the source files themselves write after each prompt (``texts``:
+    :func:`source_texts`), tokenized by the target: the share a model that wrote like the corpus would get.
+    None unless every prompt's file is there."""
     shares = []
-    for line in (ROOT / "assets" / "prompts" / "code.jsonl").read_text().splitlines()[:n_prompts]:
-        rec = json.loads(line)
-        for path in stdlib.rglob(rec["source"].split(":")[0]):
-            text = path.read_text(encoding="utf-8", errors="replace")
-            if rec["prompt"] in text:
-                rest = text[text.index(rec["prompt"]) + len(rec["prompt"]):]
-                shares.append(distinct_4gram_share(tokenizer.encode(rest[:1500], add_special_tokens=False)[:new_tokens]))
-                break
-    return statistics.mean(shares) if len(shares) == n_prompts else None
+    for row in rows:
+        text = texts.get(row["source"].rsplit(":", 1)[0], "")
+        if row["prompt"] in text:
+            rest = text[text.index(row["prompt"]) + len(row["prompt"]):]
+            shares.append(distinct_4gram_share(tokenizer.encode(rest[:1500], add_special_tokens=False)[:new_tokens]))
+    return statistics.mean(shares) if rows and len(shares) == len(rows) else None
 
 
 def requirement(goal: float, c: float, verify_steps, per_draft: float, k_max: int = 12) -> dict:
@@ -171,16 +223,23 @@ def speed(pair, algorithm, temperature, prompts, args, lookahead, drafter_t=None
                 verified_acceptance=statistics.mean(verified))
 
 
-def bits_per_char(work: Path, target: Path) -> dict | None:
-    """Held-out bits/char of the target in ``target`` (the one whose speed is measured, not always the shipped)."""
+def bits_per_char(work: Path, target: Path, split: str) -> dict | None:
+    """Bits/char of the target in ``target`` (the one whose speed is measured, not always the shipped) on a split
+    of the corpus in ``work``: ``heldout`` as training packed it, or another split file (``evaluation``: the
+    evaluation packages), packed on first use by ``resumable.pack_split``. None if ``work`` has no such split."""
     import resumable
 
-    if not (work / "packed" / "target-heldout.u16").is_file():
+    packed = work / "packed" / "target-heldout.u16"
+    if not (packed if split == "heldout" else work / "corpus" / f"{split}.jsonl").is_file():
         return None
     model, tok = resumable.load_init(Path(target))
-    data = resumable.prepare_data(work, "target", tok)
-    held = resumable.load_stream(work / "packed" / "target-heldout.u16")
-    return resumable.cached_heldout(work, "target", model.eval(), held, data["heldout"]["chars"], 256)
+    if split == "heldout":
+        chars = resumable.prepare_data(work, "target", tok)["heldout"]["chars"]
+    else:
+        meta = resumable.pack_split(work, "target", tok, split)
+        packed, chars = meta["path"], meta["chars"]
+    held = resumable.load_stream(packed)
+    return dict(resumable.cached_heldout(work, "target", model.eval(), held, chars, 256, split), split=split)
 
 
 def cost_table(pairs: dict, machine: str) -> tuple[str, dict]:
@@ -203,10 +262,12 @@ def cost_table(pairs: dict, machine: str) -> tuple[str, dict]:
 
 
 def table(rows, machine: str, args) -> str:
-    lines = [f"Measured with `python benchmarks/pair_goals.py` on {time.strftime('%Y-%m-%d')}: {machine}; "
-             f"{args.prompts} held-out code prompts x {args.max_new_tokens} new tokens, "
+    spec = PROMPT_SETS[args.prompt_set]
+    lines = [f"Measured with `python benchmarks/pair_goals.py --prompt-set {args.prompt_set}` on "
+             f"{time.strftime('%Y-%m-%d')}: {machine}; {args.prompts} prompts of `{spec['measured']}.jsonl` "
+             f"({spec['about']}) x {args.max_new_tokens} new tokens, "
              + ("the lookahead of each row (and, when sampling, whether the drafter drafts greedily) chosen on "
-                f"{args.calibration_prompts} other held-out prompts, the fastest of k = "
+                f"{args.calibration_prompts} {spec['calibration_about']}, the fastest of k = "
                 f"{', '.join(map(str, AUTO_LOOKAHEADS))} and up to 12 "
                 "stopping after a drafted token the drafter gives less than 0.5 or 0.7 (SD, SLEM, TLI), "
                 if args.lookahead == "auto" else f"lookahead {args.lookahead}, ")
@@ -265,20 +326,24 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", default="~/.cache/hsd-train", help="resume's work folder (corpus, packed held-out)")
     ap.add_argument("--skip-bpc", action="store_true")
+    ap.add_argument("--prompt-set", choices=sorted(PROMPT_SETS), default="packages",
+                    help="packages: measure on functions of the evaluation packages, calibrate on the calibration "
+                         "packages', bits/char on the evaluation packages; files: the held-out standard-library "
+                         "files' prompts (code.jsonl), its last prompts calibrating (default: packages)")
     ap.add_argument("--prompts", type=int, default=12)
     ap.add_argument("--quality-prompts", type=int, default=None,
-                    help=f"held-out prompts for the greedy-text measure (default: all but the last {CALIBRATION}, which "
-                         "only calibrate the lookahead; the share varies a lot from prompt to prompt, so a handful "
-                         "is a noisy estimate)")
+                    help="prompts for the greedy-text measure (default: every measurable prompt of the set; the share "
+                         "varies a lot from prompt to prompt, so a handful is a noisy estimate)")
     ap.add_argument("--quality-tokens", type=int, default=96)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--lookahead", default="5",
                     help="drafted tokens per round (SLRS: target positions), or 'auto': for each goal the fastest of "
-                         f"{AUTO_LOOKAHEADS} on the last --calibration-prompts prompts of the set, which are never "
+                         f"{AUTO_LOOKAHEADS} on --calibration-prompts calibration prompts of the set, which are never "
                          "measured")
     ap.add_argument("--calibration-prompts", type=int, default=CALIBRATION,
-                    help=f"--lookahead auto: how many of the last prompts calibrate (default {CALIBRATION}; more is "
-                         "slower and closer to the measured prompts' mix of easy and hard code)")
+                    help=f"--lookahead auto: how many calibration prompts (default {CALIBRATION}; more is slower and "
+                         "closer to the measured prompts' mix of easy and hard code); with --prompt-set files, the "
+                         "last ones of code.jsonl, left out of the measured ones")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--write-cards", action="store_true", help="fill the target card's hsd-engine block")
     ap.add_argument("--json", default=None, help="also write every number here")
@@ -305,7 +370,7 @@ def main(argv=None) -> int:
         saved = json.loads(Path(args.cards_from).read_text())
         if "costs_text" not in saved:
             ap.error(f"--cards-from: {args.cards_from} has no forward costs; save the run with --costs")
-        vars(args).update(saved["settings"])
+        vars(args).update({"prompt_set": "files", **saved["settings"]})  # a saved run naming no set measured code.jsonl
         if args.oracle:
             attach_oracle(saved["speed"], args.oracle)
         write_cards(Path(args.pair), saved["speed"], saved["machine"], args, saved["costs_text"])
@@ -315,22 +380,27 @@ def main(argv=None) -> int:
             ap.error(f"--lookahead: a positive integer or 'auto', not {args.lookahead!r}")
         args.lookahead = int(args.lookahead)
     torch.set_num_threads(args.threads)
-    every = load_prompts("code")
-    n_cal = args.calibration_prompts
-    if args.lookahead == "auto" and not 1 <= n_cal < len(every):
-        ap.error(f"--calibration-prompts: between 1 and {len(every) - 1}, not {n_cal}")
-    if args.lookahead == "auto" and args.prompts > len(every) - n_cal:
-        ap.error(f"--lookahead auto keeps the last {n_cal} of the {len(every)} code prompts for calibration: "
-                 f"--prompts at most {len(every) - n_cal}")
-    prompts, calibration = every[:args.prompts], every[-n_cal:]
+    spec, work = PROMPT_SETS[args.prompt_set], Path(args.work).expanduser()
+    try:
+        measurable, calibration_rows = select_prompts(args.prompt_set, args.calibration_prompts)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.prompts > len(measurable):
+        ap.error(f"--prompts: at most {len(measurable)} with --prompt-set {args.prompt_set} (its calibration prompts "
+                 "are never measured)")
+    prompts, calibration = [r["prompt"] for r in measurable[:args.prompts]], [r["prompt"] for r in calibration_rows]
+    calibration_file = f"{spec['calibration'] or spec['measured']}.jsonl"
+    print(f"prompt set {args.prompt_set}: measured on assets/prompts/{spec['measured']}.jsonl ({spec['about']}); "
+          f"--lookahead auto calibrates on {len(calibration)} prompts of {calibration_file}"
+          + ("" if spec["calibration"] else " (its last ones)") + f"; bits/char on the corpus split {spec['split']}")
     out = {}
     folder = Path(args.pair)
     target = args.target or folder / "target"
     if not args.skip_bpc:
-        out["bpc"] = bits_per_char(Path(args.work).expanduser(), target)
+        out["bpc"] = bits_per_char(work, target, spec["split"])
         bpc = out["bpc"] and out["bpc"]["bits_per_char"]
-        print(f"held-out bits/char of {target}: {bpc if bpc is not None else 'n/a (no packed held-out in --work)'}"
-              "  (goal <= 1.0)")
+        print(f"bits/char of {target} on {work / 'corpus' / spec['split']}.jsonl: "
+              f"{bpc if bpc is not None else 'n/a (not in --work)'}  (goal <= 1.0)")
     drafters = {"tiny-code": args.drafter or folder / "drafter",
                 "tiny-code-bytes": args.drafter_bytes or folder / "drafter-bytes",
                 "tiny-code-sampling": args.drafter_sampling or folder / "drafter-sampling"}
@@ -349,8 +419,8 @@ def main(argv=None) -> int:
     machine = machine_line(machine_info(next(iter(pairs.values()))))
     print(f"machine: {machine}")
     if not args.skip_quality:
-        q = quality(next(iter(pairs.values())), every[:args.quality_prompts or len(every) - CALIBRATION],
-                    args.quality_tokens)
+        quality_rows = measurable[:args.quality_prompts or len(measurable)]
+        q = quality(next(iter(pairs.values())), [r["prompt"] for r in quality_rows], args.quality_tokens)
         shares = [r["share"] for r in q]
         out["distinct_4gram_share"] = statistics.mean(shares)
         out["distinct_4gram_stderr"] = statistics.stdev(shares) / len(shares) ** 0.5 if len(shares) > 1 else None
@@ -359,9 +429,11 @@ def main(argv=None) -> int:
         print(f"greedy distinct 4-gram share over {len(q)} held-out prompts: {out['distinct_4gram_share']:.3f}"
               + (f" +- {out['distinct_4gram_stderr']:.3f} (standard error)" if out["distinct_4gram_stderr"] else "")
               + " (goal >= 0.7)")
-        out["human_4gram_share"] = human_share(next(iter(pairs.values())).target.tokenizer, len(q), args.quality_tokens)
+        texts = source_texts(quality_rows, work / "corpus" / f"{spec['split']}.jsonl")
+        out["human_4gram_share"] = human_share(next(iter(pairs.values())).target.tokenizer, quality_rows,
+                                               args.quality_tokens, texts)
         if out["human_4gram_share"] is not None:
-            print(f"  the held-out files' own continuations of the same prompts: {out['human_4gram_share']:.3f}")
+            print(f"  the source files' own continuations of the same prompts: {out['human_4gram_share']:.3f}")
         for r in q[:3]:
             print("---\n" + r["prompt"] + r["text"])
     rows = []
@@ -386,8 +458,10 @@ def main(argv=None) -> int:
         attach_oracle(rows, args.oracle)
     out["speed"] = rows
     out["machine"] = machine
-    out["settings"] = dict(prompts=args.prompts, quality_prompts=out.get("quality_prompts"), max_new_tokens=args.max_new_tokens, lookahead=args.lookahead,
-                           calibration_prompts=args.calibration_prompts, target=str(target))
+    out["settings"] = dict(prompt_set=args.prompt_set, prompt_file=f"{spec['measured']}.jsonl",
+                           calibration_file=calibration_file, bpc_split=spec["split"], prompts=args.prompts,
+                           quality_prompts=out.get("quality_prompts"), max_new_tokens=args.max_new_tokens,
+                           lookahead=args.lookahead, calibration_prompts=args.calibration_prompts, target=str(target))
     if args.write_cards or args.costs:
         out["costs_text"], out["costs"] = cost_table(pairs, machine)
         print(out["costs_text"])

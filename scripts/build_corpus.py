@@ -204,6 +204,8 @@ def build(requirements: Path, stdlib: Path, previous: dict | None, heldout_every
         if src.get("wheel"):
             row.update(split=group or "train", wheel=src["wheel"], sha256=src["sha256"])
         packages.append(row)
+    train, copies = drop_copies_of_heldout(train, heldout)
+    skipped["copy_of_heldout_package"] = len(copies)
     if max_files:  # smoke tests: a spread-out slice that still has held-out files
         train = train[:: max(1, len(train) // max_files)][:max_files]
         heldout = heldout[:: max(1, len(heldout) // max(2, max_files // 10))][: max(2, max_files // 10)]
@@ -218,10 +220,43 @@ def build(requirements: Path, stdlib: Path, previous: dict | None, heldout_every
         train_files=len(train), heldout_files=len(heldout),
         train_chars=sum(len(d["text"]) for d in train), heldout_chars=sum(len(d["text"]) for d in heldout),
         skipped=skipped, sha256=digest.hexdigest(), packages=packages, dropped_licences=dropped,
+        copies_of_heldout_packages=copies,
         heldout=[d["path"] for d in heldout],
         previous_train=sorted(prev_train) if previous else [],
     )
     return train, heldout, manifest
+
+
+def code_lines(text: str, min_chars: int = 24) -> set[str]:
+    """The lines of a file that identify it (stripped, at least ``min_chars`` long, not comments: a licence header
+    is shared by unrelated files), without their indentation: a copy vendored into another package keeps them
+    even when it moves or re-indents."""
+    return {line for line in (raw.strip() for raw in text.splitlines())
+            if len(line) >= min_chars and not line.startswith("#")}
+
+
+def drop_copies_of_heldout(train: list[dict], heldout: list[dict], share: float = 0.5,
+                           min_lines: int = 8) -> tuple[list[dict], list[str]]:
+    """``train`` without the files that copy a held-out package (a vendored or absorbed copy:
+    omegaconf carries antlr4's runtime, a client library the helper it grew out of), and their paths.
+
+    Exact deduplication only catches identical files; a copy with other imports or a licence header slips
+    through it. A training file goes when at least ``share`` of its identifying lines (:func:`code_lines`, at
+    least ``min_lines`` of them) appear in the held-out packages' files, so the held-out packages stay text the
+    pair never saw. The held-out files of training packages (group ``files``) are not protected this way: they
+    measure the old split, not unseen packages."""
+    seen = set()
+    for doc in heldout:
+        if doc.get("group") in ("evaluation", "calibration"):
+            seen |= code_lines(doc["text"])
+    kept, copies = [], []
+    for doc in train:
+        lines = code_lines(doc["text"])
+        if len(lines) >= min_lines and len(lines & seen) >= share * len(lines):
+            copies.append(doc["path"])
+        else:
+            kept.append(doc)
+    return kept, copies
 
 
 def write_jsonl(path: Path, docs) -> None:

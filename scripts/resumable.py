@@ -70,6 +70,8 @@ State lives in ``WORK`` (outside the repository):
 * ``corpus/``: the texts ``scripts/build_corpus.py`` wrote (built on first use if missing);
 * ``packed/ROLE-{train,heldout}.u16``: the corpus tokenized by the role's tokenizer, as uint16, each
   file followed by the tokenizer's end-of-text (drafters: ``<s>`` before each file too);
+* ``packed/ROLE-evaluation.u16``: the evaluation packages, packed the same way but only scored
+  (``pack_split``, for ``benchmarks/pair_goals.py``'s bits per character), never trained on;
 * ``distill/DIGEST/{train,heldout}.jsonl``: continuations written by the target whose weights hash to
   ``DIGEST`` (``distill``), mixed into drafter segments (``--distill-from``) and scoring their export;
 * ``ckpt/ROLE.pt``: float32 weights, AdamW state, the data position, the learning-rate segment and
@@ -511,6 +513,28 @@ def prepare_data(work: Path, role: str, tok) -> dict:
     return meta
 
 
+def pack_split(work: Path, role: str, tok, split: str) -> dict:
+    """``WORK/corpus/SPLIT.jsonl`` (e.g. ``evaluation``: the packages the pair's goals are measured on) packed for
+    scoring only, like the held-out split, into ``WORK/packed/ROLE-SPLIT.u16``: its metadata (tokens, chars,
+    files) and ``path``. Repacked when the corpus or the tokenizer changed; train and heldout are
+    :func:`prepare_data`'s, which training reads."""
+    import build_corpus
+
+    if split in ("train", "heldout"):
+        raise ValueError(f"{split} is packed by prepare_data (training reads it), not by pack_split")
+    corpus = work / "corpus"
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    key = dict(corpus=manifest["sha256"], tokenizer=tokenizer_digest(tok))
+    path = work / "packed" / f"{role}-{split}.u16"
+    meta_path = path.with_suffix(".json")
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    if meta.get("key") != key or not path.is_file():
+        meta = dict(key=key, **pack(tok, build_corpus.read_jsonl(corpus / f"{split}.jsonl"), path, bos_first(role)))
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+        log(f"packed {role} {split}: {meta['tokens']:,} tokens of {meta['files']} files")
+    return dict(meta, path=path)
+
+
 def load_init(init_dir: Path, role: str | None = None, seed: int = 1234):
     """The model and tokenizer in ``init_dir``; for a ``FRESH`` role whose folder holds no model yet,
     a newly initialised model (seeded) of the ``shape`` role's configuration with the ``tokenizer``
@@ -802,11 +826,12 @@ def _digest(model) -> str:
     return h.hexdigest()[:16]
 
 
-def cached_heldout(work: Path, role: str, model, stream, chars, seq) -> dict:
-    """Full held-out loss of ``model`` (float32), cached in WORK by weights digest."""
+def cached_heldout(work: Path, role: str, model, stream, chars, seq, split: str = "heldout") -> dict:
+    """Full held-out loss of ``model`` (float32) on ``stream``, the packed ``split``, cached in WORK by weights
+    digest."""
     cache_path = work / "ckpt" / f"{role}-evals.json"
     cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
-    key = f"{_digest(model)}:{seq}:{stream.numel()}"
+    key = f"{_digest(model)}:{seq}:{stream.numel()}" + ("" if split == "heldout" else f":{split}")
     if key not in cache:
         cache[key] = heldout_loss(model, stream, chars, seq, "cpu", bf16=False)
         cache_path.parent.mkdir(parents=True, exist_ok=True)

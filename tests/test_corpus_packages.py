@@ -148,3 +148,21 @@ def test_the_shipped_lock_names_only_pure_wheels_with_checksums():
     assert all(r["filename"].endswith(pypi_packages.PURE_TAGS) and len(r["sha256"]) == 64 for r in rows)
     assert all(r["url"].startswith("https://files.pythonhosted.org/") for r in rows)
     assert len({r["name"] for r in rows}) == len(rows)
+
+
+def test_a_training_file_that_copies_a_held_out_package_is_dropped_from_training():
+    held_code = _code("held", 30)
+    held = [dict(source="zeta", path="zeta/zeta/core.py", text=held_code, group="evaluation")]
+    vendored = "# vendored from zeta, with our own header\nimport sys\n\n" + held_code.replace("    ", "        ")
+    own = _code("own", 30)
+    licence = "".join(f"# Licensed under the Apache License, Version 2.0, line {i} of the header\n" for i in range(30))
+    train = [dict(source="eta", path="eta/eta/_vendor_zeta.py", text=vendored),
+             dict(source="eta", path="eta/eta/main.py", text=own + held_code.split("\n\n")[0]),  # one function: kept
+             dict(source="theta", path="theta/theta/x.py", text=licence + own)]  # a shared licence header: kept
+    held.append(dict(source="zeta", path="zeta/zeta/lic.py", text=licence, group="evaluation"))
+    kept, copies = build_corpus.drop_copies_of_heldout(train, held)
+    assert copies == ["eta/eta/_vendor_zeta.py"]
+    assert [d["path"] for d in kept] == ["eta/eta/main.py", "theta/theta/x.py"]
+    # the held-out files of training packages are not protected: they measure the old split
+    files = [dict(held[0], group="files")]
+    assert build_corpus.drop_copies_of_heldout(train, files)[1] == []

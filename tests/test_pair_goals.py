@@ -78,7 +78,8 @@ def test_the_oracle_bound_is_attached_to_independent_noise_only(tmp_path):
     assert "slem at T=0.7 with shared noise: **1.10×**" in lines[0] and "oracle" not in lines[0]
     assert "| p | slem | 0.7 | shared |" in pair_goals.table(
         [dict(r, lookahead="3", ar_tps=80.0, tps=88.0, acceptance=0.3) for r in rows], "m",
-        type("A", (), dict(prompts=8, max_new_tokens=128, lookahead=3, calibration_prompts=12))())
+        type("A", (), dict(prompt_set="packages", prompts=8, max_new_tokens=128, lookahead=3,
+                           calibration_prompts=12))())
 
 
 def test_drafter_pair_gives_the_same_exact_numbers_for_the_same_drafters():
@@ -180,14 +181,93 @@ def test_oracle_ceiling_bounds_the_goals_with_measured_costs(tmp_path):
 def test_calibration_prompts_never_overlap_the_measured_ones_and_the_card_names_how_many(capsys):
     from argparse import Namespace
 
-    n = len(pair_goals.load_prompts("code"))
-    for bad in (["--prompts", str(n - 7), "--calibration-prompts", "8"], ["--calibration-prompts", "0"]):
+    n = len(pair_goals.prompt_rows("code"))
+    for bad in (["--prompt-set", "files", "--prompts", str(n - 7), "--calibration-prompts", "8"],
+                ["--calibration-prompts", "0"],
+                ["--calibration-prompts", str(len(pair_goals.prompt_rows("code-calibration")) + 1)]):
         with pytest.raises(SystemExit):
             pair_goals.main(["--skip-bpc", "--skip-quality", "--lookahead", "auto", *bad])
-    assert "calibration" in capsys.readouterr().err
-    text = pair_goals.table([], "a machine", Namespace(prompts=8, max_new_tokens=128, lookahead="auto",
-                                                       calibration_prompts=12))
-    assert "chosen on 12 other held-out prompts" in text
+        assert "calibration" in capsys.readouterr().err
+    for prompt_set, says in (("files", "chosen on 12 other held-out prompts"),
+                             ("packages", "chosen on 12 prompts of `code-calibration.jsonl` (functions of the "
+                                          "calibration packages, never measured)")):
+        text = pair_goals.table([], "a machine", Namespace(prompt_set=prompt_set, prompts=8, max_new_tokens=128,
+                                                           lookahead="auto", calibration_prompts=12))
+        assert says in text and f"--prompt-set {prompt_set}" in text
+
+
+def test_the_package_set_measures_evaluation_prompts_and_calibrates_on_the_calibration_file_only():
+    measurable, calibration = pair_goals.select_prompts("packages", 5)
+    evaluation, calibration_file = pair_goals.prompt_rows("code-packages"), pair_goals.prompt_rows("code-calibration")
+    assert measurable == evaluation and calibration == calibration_file[:5]
+    assert not {r["package"] for r in measurable} & {r["package"] for r in calibration}
+    # the files set keeps its own last prompts apart
+    measurable, calibration = pair_goals.select_prompts("files", 4)
+    code = pair_goals.prompt_rows("code")
+    assert measurable == code[:-4] and calibration == code[-4:]
+
+
+def test_lookahead_auto_with_the_package_set_calibrates_on_calibration_prompts(tmp_path, monkeypatch):
+    """main hands choose_lookahead the calibration file's first prompts and measures the evaluation prompts; the
+    JSON says which sets and which split."""
+    seen = []
+
+    def choose(pair, algorithm, temperature, prompts, max_new_tokens, noise="independent"):
+        seen.extend(prompts)
+        return (1, None, 0.0), {(1, None, 0.0): 1.0}
+
+    monkeypatch.setattr(pair_goals, "choose_lookahead", choose)
+    out = tmp_path / "goals.json"
+    assert pair_goals.main(["--skip-bpc", "--skip-quality", "--only", "slem@0", "--prompts", "1", "--lookahead", "auto",
+                            "--calibration-prompts", "3", "--max-new-tokens", "4", "--json", str(out)]) == 0
+    assert seen == [r["prompt"] for r in pair_goals.prompt_rows("code-calibration")[:3]]
+    saved = json.loads(out.read_text())
+    assert saved["settings"]["prompt_set"] == "packages" and saved["settings"]["bpc_split"] == "evaluation"
+    assert (saved["settings"]["prompt_file"], saved["settings"]["calibration_file"]) == (
+        "code-packages.jsonl", "code-calibration.jsonl")
+    assert saved["speed"][0]["lookahead"] == "1" and saved["speed"][0]["speedup"] > 0
+
+
+class _ByteTokenizer:
+    def encode(self, text, add_special_tokens=False):
+        return list(text.encode())
+
+
+def test_the_human_share_reads_each_prompts_own_file_from_the_corpus_split(tmp_path):
+    """Package prompts: the evaluation split's file the prompt was cut from; standard-library prompts: the file."""
+    rows = pair_goals.prompt_rows("code-packages")[:2]
+    split = tmp_path / "evaluation.jsonl"
+    assert pair_goals.human_share(_ByteTokenizer(), rows, 16, pair_goals.source_texts(rows, split)) is None
+    docs = [dict(source=r["package"], path=r["source"].rsplit(":", 1)[0],
+                 text="x = 1\n" + r["prompt"] + "\n    return 1 + 2 + 3\n") for r in rows]
+    split.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    texts = pair_goals.source_texts(rows, split)
+    want = pair_goals.distinct_4gram_share(list(b"\n    return 1 + 2 + 3\n"))
+    assert pair_goals.human_share(_ByteTokenizer(), rows, 64, texts) == pytest.approx(want)
+    code = pair_goals.prompt_rows("code")[:2]
+    assert set(pair_goals.source_texts(code, split)) == {r["source"].rsplit(":", 1)[0] for r in code}
+
+
+def test_bits_per_char_of_the_package_set_scores_the_evaluation_split(tmp_path):
+    """--prompt-set packages scores WORK/corpus/evaluation.jsonl, packed on first use with the target's tokenizer
+    beside (not over) the split training packs; a work folder without it gives None."""
+    import resumable
+
+    target = Path(__file__).resolve().parent.parent / "assets" / "tiny-code" / "target"
+    assert pair_goals.bits_per_char(tmp_path, target, "evaluation") is None
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "manifest.json").write_text(json.dumps(dict(sha256="abc")))
+    docs = [dict(source="p", path=f"p/m{i}.py", text=r["prompt"] + "\n        return None\n", group="evaluation")
+            for i, r in enumerate(pair_goals.prompt_rows("code-packages")[:3])]
+    (tmp_path / "corpus" / "evaluation.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    got = pair_goals.bits_per_char(tmp_path, target, "evaluation")
+    assert got["split"] == "evaluation" and 0 < got["bits_per_char"] < 8
+    meta = json.loads((tmp_path / "packed" / "target-evaluation.json").read_text())
+    assert meta["chars"] == sum(len(d["text"]) for d in docs) and meta["files"] == 3
+    assert not (tmp_path / "packed" / "target-heldout.u16").exists()
+    assert pair_goals.bits_per_char(tmp_path, target, "evaluation") == got  # cached by weights digest
+    with pytest.raises(ValueError):
+        resumable.pack_split(tmp_path, "target", None, "heldout")
 
 
 def test_tli_at_t1_is_measured_with_the_drafter_for_sampling_beside_the_greedy_one(tmp_path):
