@@ -608,9 +608,9 @@ def test_pair_goals_scores_the_bits_per_char_of_the_target_it_is_given(work, tmp
     other = tmp_path / "other" / "target"
     tiny_llama(bytelevel_tokenizer(), 1, layers=1).save_pretrained(other)
     bytelevel_tokenizer().save_pretrained(other)
-    assert pair_goals.bits_per_char(work_dir, init) is None  # nothing packed yet: n/a, not an error
+    assert pair_goals.bits_per_char(work_dir, init, "heldout") is None  # nothing packed yet: n/a, not an error
     resumable.prepare_data(work_dir, "target", bytelevel_tokenizer())
-    a, b = pair_goals.bits_per_char(work_dir, init), pair_goals.bits_per_char(work_dir, other)
+    a, b = pair_goals.bits_per_char(work_dir, init, "heldout"), pair_goals.bits_per_char(work_dir, other, "heldout")
     assert a["bits_per_char"] > 0 and b["bits_per_char"] > 0 and a["bits_per_char"] != b["bits_per_char"]
 
 
