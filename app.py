@@ -8,6 +8,7 @@ rests on loading and its planning (:mod:`hsd.planning`), form checks (:mod:`hsd.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import time
@@ -127,27 +128,16 @@ def _run_out(values: dict) -> RunOut:
 
 
 @zerogpu.gpu(zerogpu.run_duration, on_error=lambda sentence: RunOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
-def _run_on_device(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-                   mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-                   drafter_temperature=None, draft_threshold=None, shared_noise=False, progress=None):
-    for values in lab.run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead,
-                                max_new_tokens, seed, mode, device, dtype, show_rejected, parse_special, record,
-                                drafter_temperature, draft_threshold, shared_noise):
+def _run_on_device(target, drafter, algorithm, form, device="auto", dtype="auto", show_rejected=True, progress=None):
+    for values in lab.run_steps(target, drafter, algorithm, form, device, dtype, show_rejected):
         yield _run_out(values)
 
 
-def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-        mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-        drafter_temperature=None, draft_threshold=None, shared_noise=False, progress=gr.Progress(track_tqdm=True)):
+def run(target, drafter, algorithm, form: forms.Form, device="auto", dtype="auto", show_rejected=True):
     """Stream one generation round by round (:func:`hsd.lab.run_steps`); each update clears what it does not name."""
-    args = (target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode,
-            device, dtype, show_rejected, parse_special, record, drafter_temperature, draft_threshold, shared_noise)
-    def check():
-        lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, drafter_temperature,
-                       draft_threshold, shared_noise)
-
-    if (yield from _loaded_first(RunOut, target, drafter if algorithm != "ar" else "", device, dtype, check)):
-        yield from _run_on_device(*args)
+    loader = drafter if algorithm != "ar" else ""
+    if (yield from _loaded_first(RunOut, target, loader, device, dtype, lambda: lab.check_form(form))):
+        yield from _run_on_device(target, drafter, algorithm, form, device, dtype, show_rejected)
 
 
 def picture_positions(state):
@@ -183,25 +173,15 @@ class LosslessOut(NamedTuple):
 
 
 @zerogpu.gpu(60, on_error=lambda sentence: LosslessOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
-def _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed,
-                        mode="raw", device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None,
-                        shared_noise=False, progress=None):
-    for values in lab.lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead,
-                                     seed, mode, device, dtype, drafter_temperature, draft_threshold, shared_noise):
+def _lossless_on_device(target, drafter, algorithm, n, form, device="auto", dtype="auto", progress=None):
+    for values in lab.lossless_steps(target, drafter, algorithm, n, form, device, dtype):
         yield LosslessOut(**values)
 
 
-def lossless_check(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed, mode="raw",
-                   device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None, shared_noise=False,
-                   progress=gr.Progress(track_tqdm=True)):
+def lossless_check(target, drafter, algorithm, n, form: forms.Form, device="auto", dtype="auto"):
     """The next token drawn n times with AR and with the algorithm, against the target's exact distribution."""
-    def check():
-        lab.check_form(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt, drafter_temperature,
-                       draft_threshold, shared_noise)
-
-    if (yield from _loaded_first(LosslessOut, target, drafter, device, dtype, check)):
-        yield from _lossless_on_device(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead,
-                                       seed, mode, device, dtype, drafter_temperature, draft_threshold, shared_noise)
+    if (yield from _loaded_first(LosslessOut, target, drafter, device, dtype, lambda: lab.check_form(form))):
+        yield from _lossless_on_device(target, drafter, algorithm, n, form, device, dtype)
 
 
 def show_round(state, index):
@@ -235,61 +215,36 @@ def rerender(state, show_rejected):
 
 
 @zerogpu.gpu(zerogpu.compare_duration, on_error=lambda sentence: CompareOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
-def _compare_on_device(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-                       mode="raw", device="auto", dtype="auto", parse_special=True, drafter_temperature=None,
-                       draft_threshold=None, shared_noise=False, progress=None):
-    for values in lab.compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens,
-                                    seed, mode, device, dtype, parse_special, drafter_temperature, draft_threshold,
-                                    shared_noise):
+def _compare_on_device(target, drafter, form, device="auto", dtype="auto", progress=None):
+    for values in lab.compare_steps(target, drafter, form, device, dtype):
         yield CompareOut(**values)
 
 
-def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-            device="auto", dtype="auto", parse_special=True, drafter_temperature=None, draft_threshold=None,
-            shared_noise=False, progress=gr.Progress(track_tqdm=True)):
+def compare(target, drafter, form: forms.Form, device="auto", dtype="auto"):
     """AR and every applicable algorithm, repeated interleaved (:func:`hsd.lab.compare_steps`); then the figures."""
-    args = (target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype,
-            parse_special, drafter_temperature, draft_threshold, shared_noise)
-    def check():
-        lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, drafter_temperature,
-                       draft_threshold, shared_noise)
-
-    if (yield from _loaded_first(CompareOut, target, drafter, device, dtype, check)):
-        yield from _compare_on_device(*args)
+    if (yield from _loaded_first(CompareOut, target, drafter, device, dtype, lambda: lab.check_form(form))):
+        yield from _compare_on_device(target, drafter, form, device, dtype)
 
 
 @zerogpu.gpu(zerogpu.drafters_duration, on_error=lambda sentence: DraftersOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
-def _drafters_on_device(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead,
-                        max_new_tokens, seed, device="auto", dtype="auto", drafter_temperature=None,
-                        draft_threshold=None, progress=None):
-    for values in lab.drafters_steps(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p,
-                                     lookahead, max_new_tokens, seed, device, dtype, drafter_temperature,
-                                     draft_threshold):
+def _drafters_on_device(target, drafter_names, algorithm, num_prompts, form, device="auto", dtype="auto",
+                        progress=None):
+    for values in lab.drafters_steps(target, drafter_names, algorithm, num_prompts, form, device, dtype):
         yield DraftersOut(**values)
 
 
-def drafters(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead, max_new_tokens,
-             seed, device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None,
-             progress=gr.Progress(track_tqdm=True)):
-    """Several drafters for one target, each against AR in the same run (:func:`hsd.lab.drafters_steps`)."""
-    args = (target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-            device, dtype, drafter_temperature, draft_threshold)
-
-    def check():
-        lab.check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x", drafter_temperature,
-                       draft_threshold)
-
+def drafters(target, drafter_names, algorithm, num_prompts, form: forms.Form, device="auto", dtype="auto"):
+    """Several drafters for one target, each against AR in the same run (:func:`hsd.lab.drafters_steps`); the
+    form's prompt is not used (the drafters run on held-out code prompts)."""
     for drafter in lab.drafter_lines(drafter_names) or [""]:
-        if not (yield from _loaded_first(DraftersOut, target, drafter, device, dtype, check)):
+        if not (yield from _loaded_first(DraftersOut, target, drafter, device, dtype, form.settings)):
             return
-    yield from _drafters_on_device(*args)
+    yield from _drafters_on_device(target, drafter_names, algorithm, num_prompts, form, device, dtype)
 
 
-def production(target, drafter, algorithm, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-               device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None) -> str:
+def production(target, drafter, algorithm, form: forms.Form, device="auto", dtype="auto") -> str:
     """The vLLM and Transformers configuration for this pair and settings (:func:`hsd.lab.production`)."""
-    return lab.production(target, drafter, algorithm, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-                          device, dtype, drafter_temperature, draft_threshold)
+    return lab.production(target, drafter, algorithm, form, device, dtype)
 
 
 def check_pair(target, drafter, device="auto", dtype="auto", algorithm=None):
@@ -316,23 +271,24 @@ def example_chosen(index, device="auto", dtype="auto"):
                                                 value=values["algorithm"])})
 
 
-def advise_pair(target, drafter, prompt, temperature, device="auto", dtype="auto") -> str:
+def advise_pair(target, drafter, form: forms.Form, device="auto", dtype="auto") -> str:
     """:func:`advise_live`'s final text."""
-    *_, last = advise_live(target, drafter, prompt, temperature, device, dtype)
+    *_, last = advise_live(target, drafter, form, device, dtype)
     return last
 
 
 @zerogpu.gpu(zerogpu.advise_duration, on_error=lambda sentence: f"⚠️ **ZeroGPU**: {sentence}")
-def _advise_on_device(target, drafter, prompt, temperature, device="auto", dtype="auto"):
-    yield from lab.advise_text(target, drafter, prompt, temperature, device, dtype)
+def _advise_on_device(target, drafter, form, device="auto", dtype="auto"):
+    yield from lab.advise_text(target, drafter, form, device, dtype)
 
 
-def advise_live(target, drafter, prompt, temperature, device="auto", dtype="auto"):
-    """`hsd advise` on this pair and prompt, its progress first (:func:`hsd.lab.advise_text`)."""
-    check = lambda: forms.check_prompt(prompt)  # noqa: E731
+def advise_live(target, drafter, form: forms.Form, device="auto", dtype="auto"):
+    """`hsd advise` on this pair and the form's prompt and temperature, its progress first
+    (:func:`hsd.lab.advise_text`)."""
+    check = lambda: forms.check_prompt(form.prompt)  # noqa: E731
     status = lambda status: status  # noqa: E731 - advice is one Markdown text
     if (yield from _loaded_first(status, target, drafter, device, dtype, check)):
-        yield from _advise_on_device(target, drafter, prompt, temperature, device, dtype)
+        yield from _advise_on_device(target, drafter, form, device, dtype)
 
 
 def stopped(status, advice, *others):
@@ -347,13 +303,53 @@ def preset_changed(label):
     return (*PAIRS.get(label, ("", "")), zerogpu.preset_note(label))
 
 
-def token_room(target, drafter, prompt, mode, device="auto", dtype="auto", parse_special=True):
+def token_room(target, drafter, form: forms.Form, device="auto", dtype="auto"):
     """The max-new-tokens box's range for this pair and prompt (the target's context minus the prompt)."""
-    info = lab.token_room(target, drafter, prompt, mode, device, dtype, parse_special)
+    info = lab.token_room(target, drafter, form, device, dtype)
     return gr.update() if info is None else gr.update(info=info)
 
 
 # ----------------------------------------------------------------------------- layout
+
+FORM = object()  #: stands for the decoding form's boxes in an event's inputs (see :func:`_event`)
+
+
+def _event(handler, inputs: list, boxes: dict) -> tuple:
+    """``(fn, components)`` for a Gradio event: Gradio calls ``fn`` with the components' values in order, and
+    ``fn`` calls ``handler`` with one argument per item of ``inputs``, where :data:`FORM` becomes one
+    :class:`hsd.forms.Form` of the ``boxes`` (a component per :data:`hsd.forms.FORM_FIELDS` name). So a handler
+    takes the form as one value, a new setting is one new box, and the API names every value: the handler's
+    parameter names, the form's field names in its place."""
+    names = list(inspect.signature(handler).parameters)
+    components, labels = [], []
+    for name, item in zip(names, inputs):
+        components += list(boxes.values()) if item is FORM else [item]
+        labels += list(boxes) if item is FORM else [name]
+
+    def call(values):
+        values, args = list(values), []
+        for item in inputs:
+            if item is FORM:
+                args.append(forms.Form(**dict(zip(boxes, values[:len(boxes)]))))
+                del values[:len(boxes)]
+            else:
+                args.append(values.pop(0))
+        return handler(*args)
+
+    params = [inspect.Parameter(label, inspect.Parameter.POSITIONAL_OR_KEYWORD) for label in labels]
+    if inspect.isgeneratorfunction(handler):
+        def fn(*values, progress=gr.Progress(track_tqdm=True)):
+            yield from call(values)
+        params.append(inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY,
+                                        default=gr.Progress(track_tqdm=True)))
+    else:
+        def fn(*values):
+            return call(values)
+    fn.__signature__ = inspect.Signature(params)
+    fn.__name__ = fn.__qualname__ = handler.__name__
+    fn.__doc__ = handler.__doc__
+    return fn, components
+
 
 def build() -> gr.Blocks:
     default_target, default_drafter = PAIRS[EMBEDDED]
@@ -493,20 +489,28 @@ def build() -> gr.Blocks:
                           "does not pay) and with a drafter trained on the target's distribution (where it pays), "
                           "SLEM sampling with shared noise (it writes AR's very text), SLRS with a byte-level "
                           "drafter, a bad drafter (needs a GPU and a Hub token)")
-        inputs = [temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, device, dtype]
+        boxes = dict(prompt=prompt, mode=mode, temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead,
+                     max_new_tokens=max_new_tokens, seed=seed, drafter_temperature=drafter_temperature,
+                     draft_threshold=draft_threshold, shared_noise=shared_noise, parse_special=parse_special,
+                     record=record)
+        assert tuple(boxes) == forms.FORM_FIELDS, "the form's boxes, in hsd.forms.Form's order"
+
+        def wired(handler, *inputs):
+            return _event(handler, list(inputs), boxes)
+
         pair_in, check_out = [target, drafter, device, dtype, algorithm], [report, availability, algorithm]
-        room_in = [target, drafter, prompt, mode, device, dtype, parse_special]
+        room = wired(token_room, target, drafter, FORM, device, dtype)
         gpu = dict(concurrency_id="gpu", concurrency_limit=1)
         # checking a pair loads it on the CPU side and never waits in (or holds) the GPU queue
         preset.input(preset_changed, preset, [target, drafter, preset_note], api_name="preset").then(
             pair_changed, pair_in, check_out, api_visibility="private").then(
-            token_room, room_in, max_new_tokens, api_visibility="private")
+            *room, max_new_tokens, api_visibility="private")
         examples.click(example_chosen, [examples, device, dtype],
                        [preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens, report,
                         availability, drafter_temperature, draft_threshold, shared_noise],
                        api_visibility="private").then(
             zerogpu.preset_note, preset, preset_note, api_visibility="private", queue=False).then(
-            token_room, room_in, max_new_tokens, api_visibility="private")
+            *room, max_new_tokens, api_visibility="private")
         for box in (target, drafter):  # a new pair: every algorithm is offered until Check pair narrows them
             box.input(lambda: (gr.update(choices=ALGOS), "Pair changed: press **Check pair** to see which "
                                "algorithms apply."), None, [algorithm, availability], api_visibility="private",
@@ -514,11 +518,10 @@ def build() -> gr.Blocks:
         temperature.change(lambda t: gr.update(value=isinstance(t, (int, float)) and t == 0), temperature,
                            show_rejected, api_visibility="private", queue=False)
         demo.load(check_pair, pair_in, check_out, api_visibility="private").then(
-            token_room, room_in, max_new_tokens, api_visibility="private")
+            *room, max_new_tokens, api_visibility="private")
         run_out = [status, output, round_idx, round_view, rounds_plot, state]
-        run_event = run_btn.click(run, [target, drafter, algorithm, prompt, *inputs, show_rejected, parse_special,
-                                        record, drafter_temperature, draft_threshold, shared_noise], run_out,
-                                  api_name="run", **gpu)
+        run_event = run_btn.click(*wired(run, target, drafter, algorithm, FORM, device, dtype, show_rejected),
+                                  run_out, api_name="run", **gpu)
         run_event.then(picture_positions, state, picture_position, api_visibility="private", queue=False)
         picture_position.change(show_picture, [state, picture_position], [picture_plot, picture_text],
                                 api_name="picture", concurrency_limit=4)
@@ -526,26 +529,21 @@ def build() -> gr.Blocks:
         saved.upload(load_saved, saved, run_out, api_name="load_run", concurrency_limit=4).then(
             picture_positions, state, picture_position, api_visibility="private", queue=False)
         lossless_event = lossless_btn.click(
-            lossless_check, [target, drafter, algorithm, prompt, draws, temperature, top_k, top_p, lookahead, seed,
-                             mode, device, dtype, drafter_temperature, draft_threshold, shared_noise],
-            [lossless_status, lossless_plot],
-            api_name="lossless", **gpu)
-        compare_event = compare_btn.click(compare, [target, drafter, prompt, *inputs, parse_special,
-                                                    drafter_temperature, draft_threshold, shared_noise],
+            *wired(lossless_check, target, drafter, algorithm, draws, FORM, device, dtype),
+            [lossless_status, lossless_plot], api_name="lossless", **gpu)
+        compare_event = compare_btn.click(*wired(compare, target, drafter, FORM, device, dtype),
                                           [status, badge, speedup, tokens_time, histogram, positions, time_split,
                                            table, csv], api_name="compare", **gpu)
         check_btn.click(check_pair, pair_in, check_out, api_name="check").then(
-            token_room, room_in, max_new_tokens, api_visibility="private")
-        prompt.blur(token_room, room_in, max_new_tokens, api_visibility="private")
-        advise_event = advise_btn.click(advise_live, [target, drafter, prompt, temperature, device, dtype], advice,
+            *room, max_new_tokens, api_visibility="private")
+        prompt.blur(*room, max_new_tokens, api_visibility="private")
+        advise_event = advise_btn.click(*wired(advise_live, target, drafter, FORM, device, dtype), advice,
                                         api_name="advise", **gpu)
         drafters_event = drafters_btn.click(
-            drafters, [target, drafter_names, drafters_algorithm, num_prompts, temperature, top_k, top_p, lookahead,
-                       max_new_tokens, seed, device, dtype, drafter_temperature, draft_threshold],
+            *wired(drafters, target, drafter_names, drafters_algorithm, num_prompts, FORM, device, dtype),
             [drafters_status, drafters_plot, drafters_table, drafters_csv], api_name="drafters", **gpu)
-        production_btn.click(production, [target, drafter, algorithm, temperature, top_k, top_p, lookahead,
-                                          max_new_tokens, seed, device, dtype, drafter_temperature, draft_threshold],
-                             production_md, api_name="production")
+        production_btn.click(*wired(production, target, drafter, algorithm, FORM, device, dtype), production_md,
+                             api_name="production")
         stop_btn.click(None, cancels=[run_event, compare_event, advise_event, drafters_event, lossless_event],
                        api_visibility="private").then(
             stopped, [status, advice, drafters_status, lossless_status], [status, advice, drafters_status,

@@ -4,6 +4,7 @@
     pair = hsd.load_pair()                      # the embedded tiny-code pair
     res = hsd.generate(pair, "def fib(n):", algorithm="slem", max_new_tokens=64)
     res.text, res.token_ids, res.rounds, res.metrics
+    hsd.generate(pair, "def fib(n):", settings=hsd.Settings(temperature=0.7, seed=1))
 """
 
 from . import threads  # first: the OpenMP defaults must be in the environment before torch loads
@@ -15,6 +16,7 @@ from .algorithms.contract import Algorithm
 from .generate import check_algorithm, generate, special_spans, stream
 from .loading import PRESETS, Model, Pair, clear_cache, is_loaded, load_model, load_pair
 from .metrics import Counts, Metrics
+from .settings import Settings
 from .trace import Emitted, Position, Result, Round, Span
 from .vocab import PairVocab, Vocab
 
@@ -23,6 +25,6 @@ __all__ = [
     "NotAllowedError", "NotCausalLMError", "PromptError", "RemoteCodeError", "ResourceLimitError", "TokenizerMissingError", "check_algorithm", "generate",
     "special_spans", "stream", "PRESETS", "Model", "Pair", "clear_cache", "is_loaded", "load_model", "load_pair", "Emitted", "Position", "Result",
     "Round", "Span", "PairVocab", "Vocab", "ALGORITHMS", "Algorithm", "availability", "register", "unregister",
-    "usable_algorithms", "Counts", "Metrics",
+    "usable_algorithms", "Counts", "Metrics", "Settings",
 ]
 __version__ = "0.1.0"

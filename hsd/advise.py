@@ -44,7 +44,7 @@ from .errors import InvalidSettingError
 from .generate import MAX_LOOKAHEAD, _check_int, encode_prompt, generate
 from .loading import Pair
 from .machine import machine_info, machine_line
-from .metrics import conditional_acceptance, expected_tokens, round_counts
+from .metrics import conditional_acceptance, expected_tokens, round_counts, summarize
 from .sampling import Sampling
 
 LOOKAHEADS = range(1, 13)
@@ -85,16 +85,15 @@ def _calibrate(pair: Pair, prompts, algorithm: str, costs: Costs, settings: dict
     if not ALGORITHMS[algorithm].needs_drafter:  # the baseline: only the overhead per round
         o_ar = statistics.mean(r.seconds for r in rounds) - costs.verify_cost(1)
         return {"rounds": len(rounds), "o_round_ms": max(o_ar, 0.0) * 1e3}
-    drafted = sum(len(r.drafted) for r in rounds)
-    proposed = sum(r.n_proposed for r in rounds)
+    counts = round_counts(rounds, ALGORITHMS[algorithm].ideal_drafted)
+    pooled = summarize(counts)
+    drafted = sum(len(r.drafted) for r in rounds)  # drafter tokens, the unit of the lookahead
     o_draft = (sum(r.t_draft for r in rounds) - sum(r.drafter_forwards for r in rounds) * costs.draft) / max(drafted, 1)
     verify = [costs.verify_cost(r.n_proposed + 1) for r in rounds]  # c_verify(m + 1) of each round
     o_round = statistics.mean(r.seconds - r.t_draft - v for r, v in zip(rounds, verify))
-    emitted = sum(len(r.emitted) for r in rounds)
-    alphas = conditional_acceptance(round_counts(rounds, ALGORITHMS[algorithm].ideal_drafted), 2 * lookahead,
-                                    MIN_ROUNDS)
+    alphas = conditional_acceptance(counts, 2 * lookahead, MIN_ROUNDS)
     return {"rounds": len(rounds), "alpha": [round(a, 4) for a in alphas],
-            "target_per_draft": proposed / drafted if drafted else 1.0, "tau": emitted / len(rounds),
+            "target_per_draft": pooled.proposed / drafted if drafted else 1.0, "tau": pooled.mean_accepted_length,
             "drafted_per_round": drafted / len(rounds), "verify_ms": statistics.mean(verify) * 1e3,
             "o_draft_ms": max(o_draft, 0.0) * 1e3, "o_round_ms": max(o_round, 0.0) * 1e3}
 

@@ -27,10 +27,8 @@ from .errors import HsdError, InvalidSettingError, ResourceLimitError
 from .generate import encode_prompt, generate
 from .loading import ASSETS, Pair
 from .machine import machine_info, machine_line  # noqa: F401  (re-exported: benchmarks/ import them here)
-from .metrics import Metrics, Spread, per_position_acceptance, predicted_speedup, round_counts, spread
-from .metrics import verified as verified_positions
-from .noise import SHARED_NOISE_ALGORITHMS
-from .peer import PEER_OF, Peer, PeerUnavailable
+from .metrics import Metrics, Spread, predicted_speedup, round_counts, spread, summarize
+from .peer import Peer, PeerUnavailable, runs_at
 
 PROMPT_SETS = ASSETS / "prompts"
 
@@ -130,13 +128,13 @@ def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, min_repe
     After a short warm-up of each, every repeat runs each algorithm once, in an order rotated each repeat,
     so a change in machine load falls on all alike; repeats go on until every speedup's spread
     (:func:`~hsd.metrics.spread`) is within ``target_spread`` of its median (after ``min_repeats``), or
-    ``max_repeats`` or ``budget_s`` seconds are spent. ``noise="shared"`` applies to AR and SLEM; the others
-    draw independently (:data:`hsd.noise.SHARED_NOISE_ALGORITHMS`). Yields progress lines, then a
-    :class:`Comparison`."""
+    ``max_repeats`` or ``budget_s`` seconds are spent. ``noise="shared"`` applies to the algorithms that declare
+    :attr:`~hsd.algorithms.contract.Algorithm.shared_noise` (AR and SLEM); the others draw independently.
+    Yields progress lines, then a :class:`Comparison`."""
     out = Comparison()
     names = list(dict.fromkeys(["ar", *algorithms]))
     shared = settings.pop("noise", "independent") == "shared"
-    each = {name: {**settings, "noise": "shared" if shared and name in SHARED_NOISE_ALGORITHMS else "independent"}
+    each = {name: {**settings, "noise": "shared" if shared and ALGORITHMS[name].shared_noise else "independent"}
             for name in names}
 
     yield f"⏳ Warming up {', '.join(names)}…"
@@ -187,11 +185,13 @@ def _record(out: Comparison, runs: dict) -> None:
 
 
 def row_labels(algorithms: list[str], temperature: float, peer: bool) -> list[str]:
-    """hsd's rows, then the peer's: its AR, and its SLEM when greedy or its TLI when sampling."""
+    """hsd's rows, then the peer's: its AR, and the peer row (:attr:`Algorithm.peer
+    <hsd.algorithms.contract.Algorithm>`) of each algorithm asked for that Transformers runs at this temperature
+    (its SLEM when greedy, its TLI when sampling)."""
     labels = list(algorithms)
     if peer:
-        wanted = ["ar", "slem" if temperature == 0 else "tli"]
-        labels += [PEER_OF[a] for a in wanted if a in algorithms or a == "ar"]
+        rows = (ALGORITHMS[name].peer for name in dict.fromkeys(["ar", *algorithms]))
+        labels += list(dict.fromkeys(label for label in rows if label and runs_at(label, temperature)))
     return labels
 
 
@@ -319,10 +319,8 @@ def _rows(per_prompt: list[dict], plan, notes, cfg: BenchConfig, n_prompts: int)
         row = {"temperature": t, "algorithm": label, "implementation": "transformers" if label.startswith("hf-") else "hsd",
                "prompts": len(pp), "note": notes.get((t, label), "")}
         if pp:
-            rc = [r for p in pp for r in p["round_counts"]]
+            pooled = summarize([r for p in pp for r in p["round_counts"]])  # every round of every prompt
             tokens = sum(p["new_tokens"] for p in pp)
-            proposed, accepted = sum(p["proposed"] for p in pp), sum(p["accepted"] for p in pp)
-            verified = sum(verified_positions(c) for c in rc)
             tps = _hmean([p["tokens_per_s"] for p in pp])
             ideal = _hmean([1 / p["ideal_tpot_s"] for p in pp if p["ideal_tpot_s"]])
             dfw = [p["drafter_forwards"] for p in pp]
@@ -331,10 +329,10 @@ def _rows(per_prompt: list[dict], plan, notes, cfg: BenchConfig, n_prompts: int)
                 "ttft_ms": 1e3 * statistics.mean(p["ttft_s"] for p in pp),
                 "tpot_ms": 1e3 * (_hmean([p["tpot_s"] for p in pp]) or float("nan")),
                 "tokens_per_s": tps,
-                "tau": tokens / sum(len(p["round_counts"]) for p in pp),
-                "draft_acceptance_rate": accepted / proposed if proposed else None,
-                "verified_acceptance_rate": accepted / verified if verified else None,
-                "per_position_acceptance": [round(a, 4) for a in per_position_acceptance(rc)],
+                "tau": pooled.mean_accepted_length,
+                "draft_acceptance_rate": pooled.draft_acceptance_rate,
+                "verified_acceptance_rate": pooled.verified_acceptance_rate,
+                "per_position_acceptance": [round(a, 4) for a in pooled.per_position_acceptance],
                 "target_forwards_per_token": sum(p["target_forwards"] for p in pp) / tokens,
                 "drafter_forwards_per_token": sum(dfw) / tokens if None not in dfw else None,
                 "ideal_tokens_per_s": ideal,
@@ -360,7 +358,8 @@ def _relative(rows: list[dict], per_prompt: list[dict], keep: set) -> None:
         for key, base in (("speedup", "ar"), ("speedup_vs_own_ar", "hf-ar" if row["implementation"] == "transformers" else "ar")):
             b = by.get(base, {}).get("tokens_per_s")
             row[key] = row["tokens_per_s"] / b if row.get("tokens_per_s") and b else None
-        peer = by.get(PEER_OF.get(row["algorithm"], ""), {}).get("tokens_per_s")
+        spec = ALGORITHMS.get(row["algorithm"])
+        peer = by.get(spec.peer if spec else None, {}).get("tokens_per_s")
         row["vs_transformers"] = row["tokens_per_s"] / peer if row.get("tokens_per_s") and peer else None
         if t == 0 and row["algorithm"] != "ar" and "tokens_per_s" in row:
             ref, mine = tokens(0, "ar"), tokens(0, row["algorithm"])

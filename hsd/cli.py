@@ -15,6 +15,7 @@ from pathlib import Path
 from .algorithms import ALGORITHMS
 from .errors import HsdError, InvalidSettingError, PromptError
 from .outfiles import check_output_file, write_output  # noqa: F401 - the subcommands' output files
+from .settings import NAMES as SETTING_NAMES, Settings
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -121,35 +122,38 @@ def _metrics_lines(m) -> list[str]:
     ]
 
 
+def settings_from_args(args) -> Settings:
+    """The :class:`hsd.Settings` of ``generate``'s flags, checked before any model loads; a refusal names the
+    flag."""
+    try:
+        return Settings(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead,
+                        max_new_tokens=args.max_new_tokens, seed=args.seed,
+                        drafter_temperature=args.drafter_temperature, draft_threshold=args.draft_threshold,
+                        noise=args.noise, parse_special=args.parse_special)
+    except InvalidSettingError as exc:
+        text = str(exc)
+        name = next((n for n in sorted(SETTING_NAMES, key=len, reverse=True) if text.startswith(n)), None)
+        if name is None:
+            raise
+        raise InvalidSettingError(f"--{name.replace('_', '-')}: {text}") from None
+
+
 def cmd_generate(args) -> int:
-    from .generate import MAX_LOOKAHEAD, MAX_NEW_TOKENS, _check_int, check_draft_threshold, generate, special_spans
-    from .noise import check_noise
-    from .sampling import Sampling
+    from .generate import check_shared_noise, generate, special_spans
 
     prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
-    Sampling(args.temperature, args.top_k, args.top_p)  # bad settings fail before any model loads
-    if args.drafter_temperature is not None:
-        try:
-            Sampling(args.drafter_temperature, args.top_k, args.top_p)
-        except InvalidSettingError as exc:
-            raise InvalidSettingError(f"--drafter-temperature: {exc}") from None
-    check_draft_threshold(args.draft_threshold)
-    check_noise(args.noise, args.algorithm)
+    settings = settings_from_args(args)
+    check_shared_noise(settings.noise, args.algorithm)
     check_output_file(args.json)
-    _check_int("lookahead", args.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
-    _check_int("max_new_tokens", args.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
     if args.chat and not args.parse_special:
         raise InvalidSettingError("--no-parse-special applies to a raw prompt, not to --chat (a chat template's "
                                   "output is made of special tokens): drop one of the two.")
     pair = load_cli_pair(args, need_drafter=ALGORITHMS[args.algorithm].needs_drafter, hint=" (or use --algorithm ar)")
-    kwargs = dict(algorithm=args.algorithm, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                  top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead, seed=args.seed,
-                  drafter_temperature=args.drafter_temperature, draft_threshold=args.draft_threshold,
-                  noise=args.noise)
     if args.chat:
-        res = generate(pair, messages=[{"role": "user", "content": prompt}], **kwargs)
+        res = generate(pair, messages=[{"role": "user", "content": prompt}], algorithm=args.algorithm,
+                       settings=settings.replace(parse_special=True))
     else:
-        res = generate(pair, prompt, parse_special=args.parse_special, **kwargs)
+        res = generate(pair, prompt, algorithm=args.algorithm, settings=settings)
         spans = special_spans(pair.target, prompt) if args.parse_special else []
         if spans:
             print(f"note: the prompt's {', '.join(repr(t) for _, _, t in spans)} became the target's special "

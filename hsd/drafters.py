@@ -11,11 +11,11 @@ measured speedup is the drafter's row), :func:`compare_drafters` gives, per draf
   prompts: its lookahead, drafter temperature and, where it applies, draft threshold): τ and speedup over AR,
   shown beside the measurement, so a user sees how far the model is off;
 * the **measurement**, by :func:`hsd.bench.run_each` (AR and each algorithm interleaved, repeated until the
-  speedups settle or the time budget is spent), once per prompt: ``acceptance_rate`` (accepted ÷ proposed
-  target tokens), τ (``mean_accepted_length``: tokens per verification round, bonus included) and
-  ``per_position_acceptance``, all pooled over every round of every prompt, named as
-  :mod:`hsd.metrics` names them; the speedup over AR (each repeat against AR's run of the same repeat and
-  prompt; the median over all of them, with its spread); and whether greedy output equals AR's;
+  speedups settle or the time budget is spent), once per prompt: ``draft_acceptance_rate`` (accepted ÷
+  proposed target tokens), τ (``mean_accepted_length``: tokens per verification round, bonus included) and
+  ``per_position_acceptance``, all pooled over every round of every prompt by :func:`hsd.metrics.summarize`
+  and named as :mod:`hsd.metrics` names them; the speedup over AR (each repeat against AR's run of the same
+  repeat and prompt; the median over all of them, with its spread); and whether greedy output equals AR's;
 * the **drafter cost ratio** ``c = c_draft / c_verify(1)``: one drafter forward over one target forward,
   measured on these models (:mod:`hsd.costs`), the ``c`` of the speculative-decoding speedup formula.
 
@@ -36,7 +36,7 @@ from .errors import HsdError, InvalidSettingError
 
 #: the rows of a comparison, as columns (the table's and the CSV's)
 COLUMNS = ["drafter", "algorithm", "chosen", "speedup", "speedup spread", "predicted speedup (advise)",
-           "acceptance_rate", "τ (mean_accepted_length)", "predicted τ (advise)", "per_position_acceptance",
+           "draft_acceptance_rate", "τ (mean_accepted_length)", "predicted τ (advise)", "per_position_acceptance",
            "drafter cost ratio", "tokens/s", "AR tokens/s", "greedy = AR", "shared vocabulary", "shared tokens",
            "drafter round-trip", "applicable", "note"]
 
@@ -49,7 +49,7 @@ class Row:
     algorithm: str
     chosen: bool = False
     note: str = ""
-    acceptance_rate: float | None = None
+    draft_acceptance_rate: float | None = None
     mean_accepted_length: float | None = None
     per_position_acceptance: list[float] = field(default_factory=list)
     tokens_per_s: float | None = None
@@ -209,7 +209,7 @@ def _measure(pair, algorithms: list[str], prompts: list[str], settings: dict, re
 
 
 def _row(drafter: str, name: str, per_prompt: list) -> Row:
-    from .metrics import Metrics, per_position_acceptance, round_counts, spread
+    from .metrics import Metrics, round_counts, spread, summarize
 
     row = Row(drafter, name)
     failed = [c.failed[name] for c in per_prompt if name in c.failed]
@@ -217,13 +217,12 @@ def _row(drafter: str, name: str, per_prompt: list) -> Row:
         row.note = failed[0]
         return row
     results = [c.results[name] for c in per_prompt]
-    counts = [cnt for r in results for cnt in round_counts(r.rounds, ALGORITHMS[name].ideal_drafted)]
+    pooled = summarize([c for r in results for c in round_counts(r.rounds, ALGORITHMS[name].ideal_drafted)])
+    row.new_tokens, row.rounds = pooled.new_tokens, pooled.rounds
+    row.draft_acceptance_rate = pooled.draft_acceptance_rate
+    row.mean_accepted_length = pooled.mean_accepted_length
+    row.per_position_acceptance = [round(a, 4) for a in pooled.per_position_acceptance]
     metrics = [Metrics.of(r.metrics) for r in results]
-    proposed, accepted = sum(m.proposed for m in metrics), sum(m.accepted for m in metrics)
-    row.new_tokens, row.rounds = sum(m.new_tokens for m in metrics), sum(m.rounds for m in metrics)
-    row.acceptance_rate = accepted / proposed if proposed else None
-    row.mean_accepted_length = row.new_tokens / row.rounds if row.rounds else None
-    row.per_position_acceptance = [round(a, 4) for a in per_position_acceptance(counts)]
     tps = [m.tokens_per_s for m in metrics if m.tokens_per_s]
     row.tokens_per_s = statistics.harmonic_mean(tps) if tps else None
     ar_tps = [Metrics.of(c.results["ar"].metrics).tokens_per_s for c in per_prompt if "ar" in c.results]
@@ -341,8 +340,9 @@ def compare_drafters(target: str | None, drafters: list[str], prompts: list[str]
         entry.seconds = time.perf_counter() - t0
         chosen = entry.chosen
         if chosen is not None and chosen.speedup is not None:
-            yield (f"✅ {label}: {chosen.algorithm} {chosen.speedup:.2f}× AR, acceptance_rate "
-                   f"{chosen.acceptance_rate if chosen.acceptance_rate is not None else float('nan'):.2f}, "
+            acceptance = chosen.draft_acceptance_rate
+            yield (f"✅ {label}: {chosen.algorithm} {chosen.speedup:.2f}× AR, draft_acceptance_rate "
+                   f"{acceptance if acceptance is not None else float('nan'):.2f}, "
                    f"τ {chosen.mean_accepted_length:.2f}")
     out.seconds = time.perf_counter() - start
     yield out
@@ -383,7 +383,8 @@ def drafters_table(result: DrafterComparison, all_rows: bool = False):
                          "speedup spread": (f"{r.speedup_low:.2f}–{r.speedup_high:.2f} ({r.speedup_n})"
                                             + (" noisy" if r.noisy else "")) if r.speedup is not None else None,
                          "predicted speedup (advise)": _r(r.predicted_speedup, 2),
-                         "acceptance_rate": _r(r.acceptance_rate), "τ (mean_accepted_length)": _r(r.mean_accepted_length, 2),
+                         "draft_acceptance_rate": _r(r.draft_acceptance_rate),
+                         "τ (mean_accepted_length)": _r(r.mean_accepted_length, 2),
                          "predicted τ (advise)": _r(r.predicted_tau, 2),
                          "per_position_acceptance": " ".join(f"{a:.2f}" for a in r.per_position_acceptance),
                          "tokens/s": _r(r.tokens_per_s, 1), "AR tokens/s": _r(r.ar_tokens_per_s, 1),
@@ -409,7 +410,7 @@ def format_comparison(result: DrafterComparison) -> str:
     head = (f"target {result.target}; algorithm {result.algorithm}; {len(result.prompts)} prompt(s), "
             f"{s['max_new_tokens']} new tokens, {decoding_text(s)}; {result.seconds:.0f} s")
     table = drafters_table(result)
-    keep = ["drafter", "algorithm", "speedup", "predicted speedup (advise)", "acceptance_rate",
+    keep = ["drafter", "algorithm", "speedup", "predicted speedup (advise)", "draft_acceptance_rate",
             "τ (mean_accepted_length)", "predicted τ (advise)", "drafter cost ratio", "shared tokens",
             "applicable", "note"]
     return head + "\n" + table[keep].to_string(index=False, na_rep="—")
@@ -423,7 +424,7 @@ def _short(name: str) -> str:
 
 def drafters_figure(result: DrafterComparison):
     """Four panels, one bar (or line) per drafter's chosen row, coloured by algorithm: measured speedup over AR
-    (with its spread) beside ``advise``'s prediction (hatched), ``acceptance_rate``, τ, and per-position
+    (with its spread) beside ``advise``'s prediction (hatched), ``draft_acceptance_rate``, τ, and per-position
     acceptance."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -434,7 +435,7 @@ def drafters_figure(result: DrafterComparison):
     labels = [f"{_short(e.name)}<br>{r.algorithm}" for e, r in chosen]
     colors = [_color(r.algorithm) for _, r in chosen]
     fig = make_subplots(rows=2, cols=2, subplot_titles=(
-        "speedup over AR (hatched: advise's prediction)", "acceptance_rate (accepted ÷ proposed)",
+        "speedup over AR (hatched: advise's prediction)", "draft_acceptance_rate (accepted ÷ proposed)",
         "τ, tokens per target forward (hatched: advise)", "per_position_acceptance"),
         vertical_spacing=0.16, horizontal_spacing=0.08)
     rows = [r for _, r in chosen]
@@ -446,7 +447,8 @@ def drafters_figure(result: DrafterComparison):
     fig.add_trace(go.Bar(x=labels, y=[r.predicted_speedup for r in rows], marker=_hatched(colors),
                          name="advise's prediction", showlegend=False), 1, 1)
     fig.add_hline(y=1.0, line_dash="dot", line_color="#6b7280", row=1, col=1)
-    fig.add_trace(go.Bar(x=labels, y=[r.acceptance_rate for r in rows], marker_color=colors, showlegend=False), 1, 2)
+    fig.add_trace(go.Bar(x=labels, y=[r.draft_acceptance_rate for r in rows], marker_color=colors, showlegend=False),
+                  1, 2)
     fig.add_trace(go.Bar(x=labels, y=[r.mean_accepted_length for r in rows], marker_color=colors,
                          showlegend=False), 2, 1)
     fig.add_trace(go.Bar(x=labels, y=[r.predicted_tau for r in rows], marker=_hatched(colors),

@@ -1,7 +1,8 @@
 """Every plotly figure hsd draws, on one palette: the app's comparison figures and the benchmark's.
 
 Pure functions from :class:`~hsd.trace.Result` objects (or a ``hsd bench`` report) to figures. An
-algorithm keeps its colour everywhere, and a Transformers peer row (``hf-slem``) takes its algorithm's.
+algorithm keeps its colour everywhere (:attr:`Algorithm.color <hsd.algorithms.contract.Algorithm>`), and a
+Transformers peer row (``hf-slem``) takes its algorithm's.
 Bars that are a model's number rather than a measurement are hatched.
 """
 
@@ -11,11 +12,11 @@ import html
 
 import plotly.graph_objects as go
 
-from .metrics import Metrics, iid_expected_speedup, predicted_speedup
+from .algorithms import ALGORITHMS
+from .metrics import Metrics, predicted_speedup
 from .trace import Result, Round
 
-ALGORITHM_COLORS = {"ar": "#6b7280", "sd": "#8b5cf6", "slem": "#0ea5e9", "tli": "#f59e0b", "slrs": "#ec4899"}
-EXTRA_COLORS = ("#14b8a6", "#84cc16", "#e11d48", "#a855f7", "#0284c7", "#ca8a04")  # algorithms added later
+EXTRA_COLORS = ("#14b8a6", "#84cc16", "#e11d48", "#a855f7", "#0284c7", "#ca8a04")  # algorithms without a colour
 SPLIT_COLORS = {"draft": "#0ea5e9", "convert": "#f59e0b", "verify": "#6366f1", "other": "#9ca3af"}
 
 
@@ -35,20 +36,15 @@ def _color(name: str) -> str:
     """One colour per algorithm everywhere (the app's figures and the benchmark's); a peer row (``hf-slem``)
     takes its algorithm's colour, an algorithm without one of its own a stable one from ``EXTRA_COLORS``."""
     base = name[3:] if name.startswith("hf-") else name
-    if base in ALGORITHM_COLORS:
-        return ALGORITHM_COLORS[base]
+    spec = ALGORITHMS.get(base)
+    if spec is not None and spec.color:
+        return spec.color
     return EXTRA_COLORS[sum(base.encode()) % len(EXTRA_COLORS)]
 
 
 def _mean_per_round(result: Result, key: str) -> float:
     m = Metrics.of(result.metrics)
     return m.time_split_s[key] / max(1, m.rounds)
-
-
-def expected_speedup(result: Result, ar: Result) -> float | None:
-    """The i.i.d. formula (:func:`hsd.metrics.iid_expected_speedup`), for the record; the app plots
-    :func:`predicted_speedup`, the model ``hsd advise`` fits."""
-    return iid_expected_speedup(result.metrics, ar.metrics)
 
 
 def predicted(result: Result, ar: Result) -> float | None:

@@ -12,29 +12,15 @@ from .algorithms import ALGORITHMS
 from .errors import IncompatiblePairError, InvalidSettingError, PromptError
 from .loading import Model, Pair
 from .metrics import summarize_trace
-from .noise import check_noise
-from .sampling import Rng, Sampling
-from .session import Session, Settings
+from .sampling import Rng
+from .session import Session
+from .settings import MAX_LOOKAHEAD, MAX_NEW_TOKENS, Settings, check_draft_threshold, check_int, settings_of
 from .trace import Result, Round
-from .verify import TOP, Recorder
+from .verify import Recorder
 
-MAX_LOOKAHEAD = 64
-MAX_NEW_TOKENS = 4096
-
-
-def _check_int(name: str, value, low: int, high: int, hint: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidSettingError(f"{name} must be an integer in {low}..{high} ({hint}), got {value!r}.")
-    return value
-
-
-def check_draft_threshold(value) -> float:
-    """``draft_threshold`` is a probability below 1 (0: off)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0
-    if not ok:
-        raise InvalidSettingError(f"draft_threshold must be a number in [0, 1) (0 = off: always draft the whole "
-                                  f"lookahead), got {value!r}.")
-    return float(value)
+# the limits and checks live with the settings; these names stay importable from here
+__all__ = ["MAX_LOOKAHEAD", "MAX_NEW_TOKENS", "check_draft_threshold", "generate", "open_session", "stream"]
+_check_int = check_int
 
 
 def check_algorithm(pair: Pair, algorithm: str) -> None:
@@ -44,6 +30,17 @@ def check_algorithm(pair: Pair, algorithm: str) -> None:
     why = ALGORITHMS[algorithm].applies(pair)
     if why is not None:
         raise IncompatiblePairError(why)
+
+
+def check_shared_noise(noise: str, algorithm: str) -> None:
+    """Refuse ``noise="shared"`` for an algorithm whose verification is rejection sampling."""
+    if noise == "shared" and not ALGORITHMS[algorithm].shared_noise:
+        shared = [name for name, a in ALGORITHMS.items() if a.shared_noise]
+        raise InvalidSettingError(
+            f"noise='shared' works with {' and '.join(shared)} only, not {algorithm!r}: their "
+            "verification keeps the target's own sample whatever was proposed, so drafting from the same noise "
+            "stays lossless. The others accept by rejection sampling, whose proof needs every draft drawn "
+            "afresh. Use noise='independent' (the default) with them.")
 
 
 def encode_prompt(model: Model, prompt: str | None, messages: list[dict] | None, fallback_text: str | None = None,
@@ -125,68 +122,52 @@ def _check_prompt(prompt, messages) -> None:
 
 
 def open_session(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None = None,
-                 algorithm: str = "slem", max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
-                 top_p: float = 1.0, lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
-                 slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None,
-                 parse_special: bool = True, record_distributions: bool | int = False,
-                 draft_threshold: float = 0.0, noise: str = "independent") -> Session:
-    """Check every setting of :func:`stream` and build its :class:`Session`, not prefilled yet (:mod:`hsd.lossless`
-    runs one session's first round many times)."""
+                 algorithm: str = "slem", settings: Settings | None = None, **changes) -> Session:
+    """Check what depends on the pair (the algorithm, its options, the prompt's room) and build the
+    :class:`Session` of :func:`stream`, not prefilled yet (:mod:`hsd.lossless` runs one session's first round many
+    times). ``settings`` and ``changes`` as in :func:`stream`."""
+    settings = settings_of(settings, **changes)
     check_algorithm(pair, algorithm)
-    check_noise(noise, algorithm)
+    check_shared_noise(settings.noise, algorithm)
     _check_prompt(prompt, messages)
-    if not isinstance(parse_special, bool):
-        raise InvalidSettingError(f"parse_special must be True or False, got {parse_special!r}.")
-    if not parse_special and messages is not None:
+    if not settings.parse_special and messages is not None:
         raise InvalidSettingError("parse_special=False applies to a raw prompt: a chat template's output is made "
                                   "of special tokens. Pass the prompt as text, or leave parse_special on.")
-    sampling = Sampling(temperature, top_k, top_p)
-    drafter_sampling = sampling if drafter_temperature is None else Sampling(drafter_temperature, top_k, top_p)
-    _check_int("lookahead", lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
-    _check_int("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
-    _check_int("seed", seed, -2**63, 2**63 - 1, "any integer")
-    check_draft_threshold(draft_threshold)
-    top = TOP if record_distributions is True else record_distributions or 0
-    _check_int("record_distributions", top, 0, 10**6, "True, False, or tokens to keep per position")
     spec = ALGORITHMS[algorithm]
-    for name, value in (("slrs_max_paths", slrs_max_paths), ("slrs_max_forwards", slrs_max_forwards)):
-        if value is not None:
-            if name not in spec.options:
-                owners = [a for a, other in ALGORITHMS.items() if name in other.options]
-                raise InvalidSettingError(f"{name} applies only to algorithm={owners[0]!r}, not {algorithm!r}.")
-            _check_int(name, value, 1, 10**9, "an SLRS cost limit")
-    prompt_ids, target_text = encode_prompt(pair.target, prompt, messages, parse_special=parse_special)
+    for name in ("slrs_max_paths", "slrs_max_forwards"):
+        if getattr(settings, name) is not None and name not in spec.options:
+            owners = [a for a, other in ALGORITHMS.items() if name in other.options]
+            raise InvalidSettingError(f"{name} applies only to algorithm={owners[0]!r}, not {algorithm!r}.")
+    prompt_ids, target_text = encode_prompt(pair.target, prompt, messages, parse_special=settings.parse_special)
     if not prompt_ids:
         raise PromptError("The prompt encodes to no tokens and the target adds no BOS token: give some text.")
-    limit = pair.target.context_length
-    if limit is not None and len(prompt_ids) + max_new_tokens > limit:
+    limit, wanted = pair.target.context_length, settings.max_new_tokens
+    if limit is not None and len(prompt_ids) + wanted > limit:
         raise PromptError(
-            f"The prompt is {len(prompt_ids)} target tokens; with max_new_tokens={max_new_tokens} it needs "
-            f"{len(prompt_ids) + max_new_tokens} positions, but the target's context is {limit}. Shorten the "
+            f"The prompt is {len(prompt_ids)} target tokens; with max_new_tokens={wanted} it needs "
+            f"{len(prompt_ids) + wanted} positions, but the target's context is {limit}. Shorten the "
             "prompt or lower max_new_tokens.")
     drafter_ids = None
     if spec.needs_drafter:
         drafter_ids = spec.drafter_prompt(
             prompt_ids, lambda: encode_prompt(pair.drafter, prompt, messages, fallback_text=target_text,
-                                              parse_special=parse_special)[0])
+                                              parse_special=settings.parse_special)[0])
         # A prompt longer than the drafter's context is not refused: the drafter is full from the start, and
         # every round is target-only, as when it fills up mid-run (DrafterContext.full); the output is the same.
-    settings = Settings(sampling, lookahead, max_new_tokens, drafter_sampling, slrs_max_paths, slrs_max_forwards,
-                        float(draft_threshold))
-    s = Session(pair, settings, prompt_ids, drafter_ids, Rng(seed, noise))
-    if top:
+    s = Session(pair, settings, prompt_ids, drafter_ids, Rng(settings.seed, settings.noise))
+    if settings.record_distributions:
         vocab = pair.target.vocab
-        s.recorder = Recorder(vocab.tokens, vocab.special_text, spec.proposal_symbol, top)
+        s.recorder = Recorder(vocab.tokens, vocab.special_text, spec.proposal_symbol, settings.record_distributions)
     return s
 
 
 def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None = None, algorithm: str = "slem",
-           max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-           lookahead: int = 5, seed: int = 0, drafter_temperature: float | None = None,
-           slrs_max_paths: int | None = None, slrs_max_forwards: int | None = None,
-           parse_special: bool = True, record_distributions: bool | int = False,
-           draft_threshold: float = 0.0, noise: str = "independent") -> Iterator[Round | Result]:
+           settings: Settings | None = None, **changes) -> Iterator[Round | Result]:
     """Run one generation, yielding each :class:`Round` as it completes, then the :class:`Result`.
+
+    ``settings`` (an :class:`hsd.Settings`; default: its defaults) says how to decode; keyword arguments named
+    after its fields change it for this call (``stream(pair, "def f(", temperature=0.7)``), checked the same
+    way. ``algorithm`` is one of the registry's (``ar``, ``sd``, ``slem``, ``tli``, ``slrs``).
 
     ``parse_special=False`` reads special-token text in a raw prompt (``<|endoftext|>``) as plain text, for the
     target and the drafter alike; the default, ``True``, is Transformers' (see :func:`special_spans`).
@@ -208,14 +189,10 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
     position's whole support, which its ψ counters include.
     """
     called = time.perf_counter()  # TTFT counts from the call, as the paper's harness does
-    s = open_session(pair, prompt, messages=messages, algorithm=algorithm, max_new_tokens=max_new_tokens,
-                     temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead, seed=seed,
-                     drafter_temperature=drafter_temperature, slrs_max_paths=slrs_max_paths,
-                     slrs_max_forwards=slrs_max_forwards, parse_special=parse_special,
-                     record_distributions=record_distributions, draft_threshold=draft_threshold, noise=noise)
+    s = open_session(pair, prompt, messages=messages, algorithm=algorithm, settings=settings, **changes)
+    settings = s.settings
     spec = ALGORITHMS[algorithm]
     prompt_ids = s.ids[:s.prompt_len]
-    top = s.recorder.top if s.recorder else 0
     s.clock.start = s.clock.mark = called  # prompt encoding counts as prefill
     n_threads = threads.for_pair(pair)
     threads.apply(n_threads)
@@ -238,12 +215,9 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
     yield Result(
         algorithm=algorithm, prompt_ids=list(prompt_ids), token_ids=token_ids,
         text=bytes(s.generated).decode("utf-8", errors="replace"), rounds=s.rounds, metrics=metrics,
-        settings={"temperature": temperature, "top_k": top_k, "top_p": top_p, "lookahead": lookahead,
-                  "max_new_tokens": max_new_tokens, "seed": seed, "drafter_temperature": drafter_temperature,
-                  "draft_threshold": draft_threshold, "parse_special": parse_special, "noise": noise,
+        settings={**settings.to_dict(),
                   **pair.provenance(),  # names, revisions asked for, commits loaded
-                  "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", ""),
-                  **({"record_distributions": top} if top else {})},
+                  "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", "")},
         stop_reason=s.stop_reason, prefill={"seconds": s.prefill_seconds, **prefill_forwards})
 
 
@@ -252,7 +226,8 @@ def _forward_seconds(s: Session) -> float:
 
 
 def generate(pair: Pair, prompt: str | None = None, **kwargs) -> Result:
-    """Generate with ``algorithm`` in ``ar``, ``sd``, ``slem``, ``tli``, ``slrs``; see :func:`stream` for the options."""
+    """Generate with ``algorithm`` in ``ar``, ``sd``, ``slem``, ``tli``, ``slrs`` and the given :class:`Settings`
+    (``settings=``) and setting changes; see :func:`stream`."""
     result = None
     for item in stream(pair, prompt, **kwargs):
         result = item

@@ -9,6 +9,7 @@ every update replaces the whole previous run. No gradio import (tests/test_layer
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 import time
@@ -25,6 +26,9 @@ from .report import compatibility_report, explain, format_report
 
 log = logging.getLogger("hsd.lab")
 STREAM_INTERVAL_S = 0.15
+#: the settings a drafter comparison, a production configuration and the losslessness check take from the form
+DECODING = ("temperature", "top_k", "top_p", "lookahead", "max_new_tokens", "seed", "drafter_temperature",
+            "draft_threshold")
 PAIRS = GALLERY
 EMBEDDED, BYTES, SHARED, SAMPLING = list(GALLERY)[:4]  # the embedded pairs, offline
 ALGOS = list(hsd.ALGORITHMS)  # the registry's order: ar, sd, slem, tli, slrs
@@ -115,11 +119,9 @@ def output(state: dict, show_rejected: bool) -> str:
                            special_text=state["special_target"], prompt_special=state.get("prompt_special"))
 
 
-def check_form(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-               drafter_temperature=None, draft_threshold=None, shared_noise=False) -> None:
+def check_form(form: forms.Form) -> None:
     """Refuse a form that cannot run (bad numbers, an empty prompt) before anything is loaded for it."""
-    _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-              drafter_temperature=drafter_temperature, draft_threshold=draft_threshold, shared_noise=shared_noise)
+    form.read()
 
 
 def load_steps(target, drafter, device="auto", dtype="auto", check=None) -> Iterator[dict]:
@@ -143,44 +145,38 @@ def drafter_lines(text) -> list[str]:
     return [resolve_drafter(line.strip()) for line in str(text or "").splitlines() if line.strip()]
 
 
-def _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special=True,
-              drafter_temperature=None, draft_threshold=None, shared_noise=False) -> dict:
-    return forms.generation_kwargs(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt,
-                                   parse_special, drafter_temperature, draft_threshold, shared_noise)
-
-
-def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-              mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True,
-              record=False, drafter_temperature=None, draft_threshold=None, shared_noise=False) -> Iterator[dict]:
+def run_steps(target, drafter, algorithm, form: forms.Form, device="auto", dtype="auto",
+              show_rejected=True) -> Iterator[dict]:
     """One generation, streamed: status while checking and loading, the coloured output every
     :data:`STREAM_INTERVAL_S`, then the summary, the round to open first (``round``: index, ``rounds``: how
-    many), its view, the per-round plot and the state. ``record``: keep what the rejection-sampling picture of
-    each verified position needs (:mod:`hsd.picture`; a little slower). A failure ends as a status only."""
+    many), its view, the per-round plot and the state. The form's ``record`` keeps what the rejection-sampling
+    picture of each verified position needs (:mod:`hsd.picture`; a little slower). A failure ends as a status
+    only."""
     try:
         yield {"status": "⏳ Checking the settings and the models…"}
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special,
-                       drafter_temperature, draft_threshold, shared_noise)
+        settings, text = form.read()
         drafter = drafter if algorithm != "ar" else ""  # AR needs no drafter: don't load one
         yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
         hsd.check_algorithm(pair, algorithm)
-        forms.check_room(pair, kw)
-        special, spans = pair.target.vocab.special_text, forms.prompt_special(pair, kw)
+        forms.check_room(pair, settings, text)
+        special, spans = pair.target.vocab.special_text, forms.prompt_special(pair, settings, text)
+        prompt = text.get("prompt")
         with planning.device_lock(str(pair.target.device)):
             rounds, last, result = [], 0.0, None
-            for item in hsd.stream(pair, algorithm=algorithm, record_distributions=bool(record), **kw):
+            for item in hsd.stream(pair, algorithm=algorithm, settings=settings, **text):
                 if isinstance(item, hsd.Result):
                     result = item
                     break
                 rounds.append(item)
                 if time.perf_counter() - last > STREAM_INTERVAL_S:
                     last = time.perf_counter()
-                    yield {"output": viz.output_html(rounds, show_rejected=show_rejected, prompt=kw.get("prompt"),
+                    yield {"output": viz.output_html(rounds, show_rejected=show_rejected, prompt=prompt,
                                                      special_text=special, prompt_special=spans),
                            "status": f"▶️ {algorithm}: round {len(rounds)}, "
                                      f"{sum(len(r.emitted) for r in rounds)} tokens… (Stop keeps what is shown)"}
-        state = new_state(pair, result, kw.get("prompt"), spans)
-        state["meta"] = share.run_meta(result, prompt=kw.get("prompt"), pair=pair)  # what a download records
+        state = new_state(pair, result, prompt, spans)
+        state["meta"] = share.run_meta(result, prompt=prompt, pair=pair)  # what a download records
         first = viz.interesting_round(result.rounds)
         yield {"status": "✅ " + viz.run_summary(result, device_name(pair.target.device)), "state": state,
                "output": output(state, show_rejected), "round": first, "rounds": len(result.rounds),
@@ -190,21 +186,19 @@ def run_steps(target, drafter, algorithm, prompt, temperature, top_k, top_p, loo
         yield {"status": error_text(exc)}
 
 
-def compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-                  device="auto", dtype="auto", parse_special=True, drafter_temperature=None,
-                  draft_threshold=None, shared_noise=False) -> Iterator[dict]:
+def compare_steps(target, drafter, form: forms.Form, device="auto", dtype="auto") -> Iterator[dict]:
     """AR and every applicable algorithm, same prompt, settings and seed, repeated interleaved
-    (:func:`hsd.bench.run_each`); then the badge, the five figures, the table and its CSV file. With
-    ``shared_noise`` AR and SLEM draw from one noise field (the others cannot, and draw independently)."""
+    (:func:`hsd.bench.run_each`); then the badge, the five figures, the table and its CSV file. With shared noise
+    AR and SLEM draw from one noise field (the others cannot, and draw independently)."""
     try:
         yield {"status": "⏳ Checking the settings and the models…"}
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode, prompt, parse_special,
-                       drafter_temperature, draft_threshold, shared_noise)
+        settings, text = form.read()
         yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
-        forms.check_room(pair, kw)
+        forms.check_room(pair, settings, text)
         with planning.device_lock(str(pair.target.device)):
-            for progress in run_each(pair, hsd.usable_algorithms(pair), **zerogpu.compare_settings(), **kw):
+            for progress in run_each(pair, hsd.usable_algorithms(pair), **zerogpu.compare_settings(),
+                                     **settings.replace(record_distributions=0).to_dict(), **text):
                 if isinstance(progress, str):
                     yield {"status": progress}
             badge = viz.lossless_badge(progress.results, pair)  # a difference costs one target forward: on the device
@@ -213,7 +207,7 @@ def compare_steps(target, drafter, prompt, temperature, top_k, top_p, lookahead,
         table = viz.summary_table(results, progress)
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-compare.csv"
         table.to_csv(csv, index=False)
-        yield {"status": viz.compare_status(progress, machine, kw), "badge": badge,
+        yield {"status": viz.compare_status(progress, machine, settings), "badge": badge,
                "speedup": figures.speedup_figure(results, machine, progress),
                "tokens_time": figures.tokens_time_figure(results),
                "histogram": figures.acceptance_histogram_figure(results),
@@ -276,14 +270,13 @@ def example(index, device="auto", dtype="auto") -> dict:
             "draft_threshold": draft_threshold, "shared_noise": bool(shared_noise)}
 
 
-def advise_text(target, drafter, prompt, temperature, device="auto", dtype="auto") -> Iterator[str]:
+def advise_text(target, drafter, form: forms.Form, device="auto", dtype="auto") -> Iterator[str]:
     """`hsd advise` on this pair and prompt, its progress first: measured acceptance and costs, the predicted
     speedup of every applicable algorithm (SLRS included) at each lookahead it calibrates and, where a draft
     threshold applies, at the dynamic lookahead with each of :data:`ADVISE_DRAFT_THRESHOLDS`; a recommendation."""
     try:
-        forms.check_prompt(prompt)
-        temperature = forms.in_range("temperature", forms.number("temperature", temperature, float),
-                                     *forms.TEMPERATURE, " (0 = greedy)")
+        forms.check_prompt(form.prompt)
+        prompt, temperature = form.prompt, forms.Form(temperature=form.temperature).settings().temperature
         pair = planning.load_named_pair(target, drafter, device, dtype)
         if pair.drafter is None:
             yield "No drafter: only **ar** runs, there is nothing to advise."
@@ -316,15 +309,16 @@ def after_stop(status, advice, *others) -> tuple[str | None, ...]:
             *("⏹ Stopped: no comparison." if busy(text) else None for text in others))
 
 
-def token_room(target, drafter, prompt, mode, device="auto", dtype="auto", parse_special=True) -> str | None:
+def token_room(target, drafter, form: forms.Form, device="auto", dtype="auto") -> str | None:
     """The max-new-tokens box's hint for this pair and prompt (the target's context minus the prompt), or None
     to leave it (an empty prompt or a missing model: the run will say why)."""
     try:
         if not planning.loadable_named(target, drafter, device, dtype):
             return f"1..{forms.MAX_NEW_TOKENS}; the pair's context may allow fewer"
-        kw = _settings(0, 0, 1.0, 1, 1, 0, mode, prompt, parse_special)
+        text = form.text()
+        settings = forms.Form(mode=form.mode, parse_special=form.parse_special, max_new_tokens=1).settings()
         pair = planning.load_named_pair(target, drafter, device, dtype)
-        return f"1..{forms.room(pair, kw)} for this pair and prompt"
+        return f"1..{forms.room(pair, settings, text)} for this pair and prompt"
     except Exception:  # noqa: BLE001 - the hint is optional
         return None
 
@@ -346,20 +340,17 @@ def default_drafters() -> str:
     return "\n".join(dict.fromkeys(d for t, d in EMBEDDED.values() if t == target))
 
 
-def drafters_steps(target, drafters_text, algorithm, num_prompts, temperature, top_k, top_p, lookahead,
-                   max_new_tokens, seed, device="auto", dtype="auto", drafter_temperature=None,
-                   draft_threshold=None) -> Iterator[dict]:
+def drafters_steps(target, drafters_text, algorithm, num_prompts, form: forms.Form, device="auto",
+                   dtype="auto") -> Iterator[dict]:
     """Several drafters for one target (:func:`hsd.drafters.compare_drafters`) on the first ``num_prompts`` code
-    prompts, at the form's settings (its drafter temperature and draft threshold included): progress as the
-    status, then the table, the figure and the CSV of every (drafter, algorithm)."""
+    prompts, at the form's settings (its drafter temperature and draft threshold included; not its prompt):
+    progress as the status, then the table, the figure and the CSV of every (drafter, algorithm)."""
     from .bench import load_prompts
     from .drafters import compare_drafters, decoding_text, drafters_figure, drafters_table
 
     try:
         n = forms.in_range("prompts", forms.number("prompts", num_prompts, int), 1, 16)
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x",
-                       drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)
-        kw.pop("prompt", None), kw.pop("messages", None)
+        kw = form.settings().only(*DECODING)
         # each name as the app's loader takes it (a public app's allow-list applies: hsd/planning.py)
         names = [planning.resolve_name(name) for name in drafter_lines(drafters_text)]
         target = planning.resolve_name(target)
@@ -378,17 +369,14 @@ def drafters_steps(target, drafters_text, algorithm, num_prompts, temperature, t
         yield {"status": error_text(exc)}
 
 
-def production(target, drafter, algorithm, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-               device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None) -> str:
+def production(target, drafter, algorithm, form: forms.Form, device="auto", dtype="auto") -> str:
     """The vLLM and Transformers configuration that reproduces this pair and settings (the form's drafter
     temperature and draft threshold included), with where each engine differs from what hsd measures
     (:mod:`hsd.production`)."""
     from .production import format_production, production_for_pair
 
     try:
-        kw = _settings(temperature, top_k, top_p, lookahead, max_new_tokens, seed, "raw", "x",
-                       drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)
-        kw.pop("prompt", None), kw.pop("messages", None)
+        kw = form.settings().only(*DECODING)
         pair = planning.load_named_pair(target, drafter, device, dtype)
         return format_production(production_for_pair(pair, algorithm, **kw), markdown=True)
     except Exception as exc:
@@ -425,28 +413,22 @@ def picture_view(state: dict | None, label) -> tuple[object, str]:
         return None, error_text(exc)
 
 
-def lossless_steps(target, drafter, algorithm, prompt, n, temperature, top_k, top_p, lookahead, seed, mode="raw",
-                   device="auto", dtype="auto", drafter_temperature=None, draft_threshold=None,
-                   shared_noise=False) -> Iterator[dict]:
+def lossless_steps(target, drafter, algorithm, n, form: forms.Form, device="auto", dtype="auto") -> Iterator[dict]:
     """The live losslessness check (:mod:`hsd.lossless`): the next token drawn ``n`` times with AR and with the
-    algorithm, against the target's exact distribution; progress, then the figure and its one sentence."""
+    algorithm, against the target's exact distribution, at the form's settings (one new token); progress, then
+    the figure and its one sentence."""
     from . import lossless
 
     try:
-        kw = _settings(temperature, top_k, top_p, lookahead, 1, seed, mode, prompt,
-                       drafter_temperature=drafter_temperature, draft_threshold=draft_threshold,
-                       shared_noise=shared_noise)
+        settings, text = dataclasses.replace(form, max_new_tokens=1).read()
         n = forms.number("draws", n, int) if n not in (None, "") else 0  # 0 or empty: the algorithm's default
         n = forms.in_range("draws", n, 1, lossless.MAX_N) if n else lossless.default_n(algorithm)
         pair = planning.load_named_pair(target, drafter, device, dtype)
         hsd.check_algorithm(pair, algorithm)
-        text = {k: kw[k] for k in ("prompt", "messages") if k in kw}
         with planning.device_lock(str(pair.target.device)):
-            for item in lossless.iter_check(pair, algorithm, n=n, temperature=kw["temperature"], top_k=kw["top_k"],
-                                            top_p=kw["top_p"], lookahead=kw["lookahead"], seed=kw["seed"],
-                                            drafter_temperature=kw.get("drafter_temperature"),
-                                            draft_threshold=kw.get("draft_threshold", 0.0),
-                                            noise=kw.get("noise", "independent"), **text):
+            for item in lossless.iter_check(pair, algorithm, n=n, **text, **settings.only(
+                    "temperature", "top_k", "top_p", "lookahead", "seed", "drafter_temperature", "draft_threshold",
+                    "noise")):
                 if isinstance(item, str):
                     yield {"status": "⏳ " + item}
         yield {"status": ("✅ " if item.passed else "❌ ") + lossless.describe(item),

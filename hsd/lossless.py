@@ -32,7 +32,7 @@ import torch
 from . import threads
 from .algorithms import ALGORITHMS
 from .errors import InvalidSettingError
-from .figures import ALGORITHM_COLORS, _color
+from .figures import _color
 from .generate import open_session
 from .loading import Pair
 from .runner import Runner, Snapshot
@@ -40,11 +40,6 @@ from .sampling import Rng
 from .verify import token_text
 from .picture import visible_token
 
-#: draws per histogram by default: at most about 15 s for AR plus the algorithm on the embedded pair, 2 CPU cores
-#: (measured at T = 1 on code prompts: SLEM 2000 in 3-17 s, its drafts of `lookahead` tokens miss the memo
-#: most; TLI 5000 in 4-9 s; SLRS 600 in 4-12 s, ψ is drafter work every draw; docs/app.md)
-DEFAULT_N = 2000
-DEFAULT_N_BY_ALGORITHM = {"tli": 5000, "sd": 5000, "slrs": 600}
 QUANTILE = 0.99
 SIMULATIONS = 1000  # exact samplers simulated for the noise floor
 MAX_N = 200_000
@@ -53,8 +48,11 @@ SHOWN = 20  # the most probable tokens the figure shows (then any token a histog
 
 
 def default_n(algorithm: str) -> int:
-    """The default number of draws for ``algorithm`` (about 15 s on the embedded pair on 2 CPU cores)."""
-    return DEFAULT_N_BY_ALGORITHM.get(algorithm, DEFAULT_N)
+    """The default number of draws for ``algorithm``: its :attr:`Algorithm.lossless_draws
+    <hsd.algorithms.contract.Algorithm>` (about 15 s for AR plus the algorithm on the embedded pair on 2 CPU cores)."""
+    if algorithm not in ALGORITHMS:
+        raise InvalidSettingError(f"Unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}.")
+    return ALGORITHMS[algorithm].lossless_draws
 
 
 # ----------------------------------------------------------------------------- forwards answered from a memo
@@ -315,7 +313,7 @@ def lossless_figure(check: CheckResult, shown: int = SHOWN) -> go.Figure:
     name = check.algorithm + (" (lossy test variant)" if check.lossy else "")
     fig = go.Figure()
     fig.add_bar(x=xs, y=column(check.ar, check.ar_rest, check.n), name=f"AR ({check.n} draws)",
-                marker_color=ALGORITHM_COLORS["ar"])
+                marker_color=_color("ar"))
     fig.add_bar(x=xs, y=column(check.algo, check.algo_rest, check.n), name=f"{name} ({check.n} draws)",
                 marker_color=_color(check.algorithm))
     fig.add_scatter(x=xs, y=column(check.p, check.p_rest, 1.0), name="exact p (target)", mode="markers",

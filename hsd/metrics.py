@@ -24,8 +24,7 @@ rounds whose proposal ``i`` (0-based) was accepted ÷ rounds that proposed at le
 
 The speedup model (:func:`expected_tokens`, :func:`predicted_speedup`) is the measured chain that
 ``hsd advise`` fits: conditional acceptance per position, ``τ(m) = 1 + Σ_j Π_{i≤j} α_i``, and measured
-time per round. :func:`iid_expected_speedup` is the textbook formula under i.i.d. acceptance (Leviathan et
-al. 2023, eq. 1), kept only to show how far that assumption is from the measurement.
+time per round.
 """
 
 from __future__ import annotations
@@ -230,24 +229,6 @@ def predicted_speedup(rounds: list[Round], ar_rounds: list[Round]) -> float | No
     m = round(sum(c.proposed for c in counts) / len(counts))
     tau = expected_tokens(conditional_acceptance(counts, max(m, 1)), m)
     return tau * ar_seconds / seconds
-
-
-def iid_expected_speedup(metrics, ar_metrics) -> float | None:
-    """The textbook expected speedup, assuming every position is accepted independently with the run's
-    draft acceptance rate ``a`` (Leviathan et al. 2023, eq. 1): ``E = (1 - a^(k+1)) / (1 - a)`` tokens per round
-    (``k + 1`` when ``a = 1``) over the round's cost in AR steps, ``k·c_draft + c_verify`` (the measured
-    drafting time, and everything else in the round). Acceptance is not independent of position, so this is
-    shown only beside :func:`predicted_speedup`, labelled as the i.i.d. formula."""
-    m, am = Metrics.of(metrics), Metrics.of(ar_metrics)
-    if not m.rounds or m.draft_acceptance_rate is None or not am.tokens_per_s:
-        return None
-    a, k = m.draft_acceptance_rate, m.proposed / m.rounds
-    tokens = k + 1 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
-    step = 1.0 / am.tokens_per_s
-    draft = m.time_split_s["draft"] / max(1, m.rounds) / step
-    rest = sum(m.time_split_s[key] for key in ("convert", "verify", "other")) / max(1, m.rounds) / step
-    cost = draft + rest
-    return tokens / cost if cost > 0 else None
 
 
 #: a repeated measurement whose interquartile range exceeds this share of its median is reported as noisy

@@ -30,12 +30,12 @@ the target is an exact sample of ``p`` given everything before it, and what the 
 only how many proposals are accepted. That needs a verification that keeps the target's own sample
 whatever was proposed: SLEM's exact match, and AR (no proposal). Rejection sampling (SD, TLI, SLRS)
 needs each draft drawn afresh given the past, which a field read again in the next round is not:
-:func:`check_noise` refuses those.
+:func:`hsd.generate.check_shared_noise` refuses every algorithm that does not declare
+:attr:`Algorithm.shared_noise <hsd.algorithms.contract.Algorithm>`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import weakref
 from dataclasses import dataclass, field
 
@@ -45,8 +45,6 @@ import torch
 from .errors import InvalidSettingError
 
 NOISES = ("independent", "shared")
-#: the verifications that keep the target's own sample whatever was proposed: shared noise keeps them lossless
-SHARED_NOISE_ALGORITHMS = ("ar", "slem")
 
 _M64 = (1 << 64) - 1
 _C1, _C2, _C3 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
@@ -54,15 +52,11 @@ ROOT, BYTE, STOP, DUP = 1, 2, 3, 4  # the field's four kinds of value, never con
 _EOS_KEY = 1 << 62  # the first EOS of every vocabulary reads the same ROOT noise
 
 
-def check_noise(noise: str, algorithm: str | None = None) -> str:
+def check_noise(noise: str) -> str:
+    """``noise`` is one of :data:`NOISES`; whether an algorithm may share it is its own declaration
+    (``Algorithm.shared_noise``, checked by :func:`hsd.generate.check_shared_noise`)."""
     if noise not in NOISES:
         raise InvalidSettingError(f"noise must be one of {', '.join(NOISES)}, got {noise!r}.")
-    if noise == "shared" and algorithm is not None and algorithm not in SHARED_NOISE_ALGORITHMS:
-        raise InvalidSettingError(
-            f"noise='shared' works with {' and '.join(SHARED_NOISE_ALGORITHMS)} only, not {algorithm!r}: their "
-            "verification keeps the target's own sample whatever was proposed, so drafting from the same noise "
-            "stays lossless. SD, TLI and SLRS accept by rejection sampling, whose proof needs every draft drawn "
-            "afresh. Use noise='independent' (the default) with them.")
     return noise
 
 

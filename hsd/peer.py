@@ -24,8 +24,12 @@ import torch
 from .loading import Pair
 from .metrics import Counts, Metrics, summarize
 
-#: hsd algorithm -> the peer row that runs the same algorithm in Transformers, by temperature
-PEER_OF = {"ar": "hf-ar", "slem": "hf-slem", "tli": "hf-tli"}
+
+def runs_at(label: str, temperature: float) -> bool:
+    """Whether Transformers runs the peer row ``label`` at ``temperature``: it routes greedy decoding to its SLEM
+    and sampling to its TLI (§1-§3), and its AR runs at any. Which hsd algorithm a row stands for is that
+    algorithm's :attr:`Algorithm.peer <hsd.algorithms.contract.Algorithm>`."""
+    return {"hf-slem": temperature == 0, "hf-tli": temperature > 0}.get(label, True)
 
 
 class PeerUnavailable(Exception):

@@ -6,7 +6,10 @@ facts about the pair (:class:`PairFacts`: shared vocabulary or not, both ``confi
 intersections: hsd's by bytes, and the engines' by token strings). It returns, per engine, a Python snippet,
 the configuration as JSON (vLLM's ``speculative_config`` and ``SamplingParams``; Transformers' ``generate``
 arguments and the drafter's generation-config fields), a ``vllm serve`` line, what the engine actually runs,
-how that compares with hsd's algorithm (``match``), and plain notes.
+how that compares with hsd's algorithm (``match``), and plain notes. Which of the engines' algorithms an hsd
+algorithm is comes from its :attr:`Algorithm.engine_equivalent <hsd.algorithms.contract.Algorithm>`; one the
+engines lack (SLRS, or one registered for an experiment) gets the nearest configuration they offer, with the
+match ``"none"``.
 
 What was checked, and where (each parameter name below was read in the engine's own docs or source):
 
@@ -301,12 +304,14 @@ def _vllm_drafting_notes(algorithm: str, s: dict, heterogeneous: bool) -> list[s
 
 def _vllm(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFacts) -> EngineConfig:
     k, t = s["lookahead"], s["temperature"]
+    a = ALGORITHMS[algorithm]
     greedy_drafter = _own_drafter_temperature(s) == 0
     sampling = _sampling_vllm(s)
     notes = []
     spec: dict | None = None
-    if algorithm == "ar":
-        runs, match = "plain autoregressive decoding (no speculative_config)", "same"
+    if not a.needs_drafter:
+        runs = "plain autoregressive decoding (no speculative_config)"
+        match = "same" if a.engine_equivalent == "ar" else "none"
     elif f.shared_vocabulary:
         spec = {"method": "draft_model", "model": drafter, "num_speculative_tokens": k}
         if t > 0 and not greedy_drafter:
@@ -316,14 +321,14 @@ def _vllm(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFact
                          "at T > 0.")
         runs = "classic speculative decoding with a draft model (shared vocabulary)"
         match = "same"
-        if algorithm != "sd":
+        if a.engine_equivalent != "sd":
             notes.append(f"The vocabularies are shared, so {algorithm.upper()} reduces to SD: vLLM's plain draft "
                          "model is its equivalent.")
     else:
         spec = {"method": "draft_model", "model": drafter, "num_speculative_tokens": k,
                 "use_heterogeneous_vocab": True}
         runs = "TLI with greedy drafting (use_heterogeneous_vocab: drafts are the argmax over the shared tokens)"
-        if algorithm == "tli":
+        if a.engine_equivalent == "tli":
             match = "same" if t == 0 or greedy_drafter else "same distribution, less acceptance"
             if match != "same":
                 notes.append("vLLM drafts greedily even when sampling (probabilistic draft sampling is not supported "
@@ -331,11 +336,9 @@ def _vllm(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFact
                              "min(1, p/q'), so expect a lower acceptance_rate than hsd's TLI measured.")
         else:
             match = "none"
-            what = {"slem": "SLEM (string-level exact match)", "slrs": "SLRS (string-level rejection sampling)",
-                    "sd": "SD", "ar": "AR"}[algorithm]
-            notes.append(f"vLLM has no {what}: its speculative methods for a drafter with another vocabulary are "
-                         "only TLI with greedy drafts, shown here. Compare with hsd's tli on this pair before "
-                         "choosing it.")
+            notes.append(f"vLLM has no {a.long_name or algorithm.upper()}: its speculative methods for a drafter "
+                         "with another vocabulary are only TLI with greedy drafts, shown here. Compare with hsd's tli "
+                         "on this pair before choosing it.")
         if f.shared_vocabulary is None:
             notes.append("The vocabularies were not inspected: if they are the same, drop use_heterogeneous_vocab.")
         if f.string_intersection is not None:
@@ -385,13 +388,15 @@ def _transformers_drafting_notes(algorithm: str, s: dict, f: PairFacts) -> list[
 
 def _transformers(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFacts) -> EngineConfig:
     k, t = s["lookahead"], s["temperature"]
+    a = ALGORITHMS[algorithm]
+    equivalent = a.engine_equivalent
     theta = _threshold(algorithm, s)
     gen = _sampling_hf(s)
     notes = []
     assistant_cfg: dict = {}
     tokenizers = False
-    if algorithm == "ar":
-        runs, match = "plain generate()", "same"
+    if not a.needs_drafter:
+        runs, match = "plain generate()", "same" if equivalent == "ar" else "none"
     else:
         assistant_cfg = {"num_assistant_tokens": k, "num_assistant_tokens_schedule": "constant",
                          "assistant_confidence_threshold": theta}
@@ -407,35 +412,36 @@ def _transformers(target: str, drafter: str | None, algorithm: str, s: dict, f: 
         if f.shared_vocabulary:
             runs = "assisted generation with a same-vocabulary assistant (speculative sampling when do_sample)"
             match = "same"
-            if algorithm != "sd":
+            if equivalent != "sd":
                 notes.append(f"The vocabularies are shared, so {algorithm.upper()} reduces to SD: pass no tokenizers.")
         else:
             tokenizers = True
             equal = f.target_vocab_size is not None and f.target_vocab_size == f.drafter_vocab_size
             if t == 0:
                 runs = "Universal Assisted Generation (SLEM: drafts decoded to text and re-encoded)"
-                match = {"slem": "same", "tli": "same output, other algorithm"}.get(algorithm, "none")
+                match = {"slem": "same", "tli": "same output, other algorithm"}.get(equivalent, "none")
             else:
                 runs = "Universal Speculative Decoding (TLI, drafter sampled over the shared tokens)"
-                match = "lossy" if algorithm == "tli" else "none"
+                match = "lossy" if equivalent == "tli" else "none"
                 notes.append("Transformers 5.24's TLI sampling is lossy with fast tokenizers (its pruned LM head's rows "
                              "are scattered in the wrong order: first-token TV 0.371 against a noise floor of 0.089, "
                              "measured by this project, docs/research/transformers.md §9). Use it greedily, or "
                              "another engine, where the distribution matters.")
                 notes.append("It also prunes the drafter's LM head in place: load a fresh drafter for other uses.")
-            if algorithm == "slem" and t > 0:
+            if equivalent == "slem" and t > 0:
                 notes.append("Transformers runs SLEM only when greedy: with do_sample=True it switches to its TLI.")
-            if algorithm == "tli" and t == 0:
+            if equivalent == "tli" and t == 0:
                 notes.append("Greedy TLI is not offered: do_sample=False runs SLEM, which gives the same greedy "
                              "output (both are lossless).")
-            if algorithm == "slrs":
-                notes.append("Transformers has no SLRS; the configuration shown is what it runs for these settings.")
+            if equivalent is None:
+                notes.append(f"Transformers has no {algorithm.upper()}; the configuration shown is what it runs for "
+                             "these settings.")
             if equal:
                 match = "none"
                 notes.insert(0, f"Both configs have vocab_size {f.target_vocab_size}: Transformers then refuses "
                                 "assistant_tokenizer (it treats equal sizes as one vocabulary), so it cannot run this "
                                 "pair with different tokenizers at all.")
-    if algorithm != "ar":
+    if a.needs_drafter:
         notes += _transformers_drafting_notes(algorithm, s, f)
     if t > 0:
         notes.append("Seed with torch.manual_seed(seed) before generate(): the draws differ from hsd's.")
@@ -443,7 +449,7 @@ def _transformers(target: str, drafter: str | None, algorithm: str, s: dict, f: 
              f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
              f"model = AutoModelForCausalLM.from_pretrained({target!r})"]
     call = dict(gen)
-    if algorithm != "ar":
+    if a.needs_drafter:
         lines += [f"assistant_model = AutoModelForCausalLM.from_pretrained({drafter!r})"]
         lines += [f"assistant_model.generation_config.{key} = {v!r}" for key, v in assistant_cfg.items()]
         if tokenizers:
@@ -452,13 +458,13 @@ def _transformers(target: str, drafter: str | None, algorithm: str, s: dict, f: 
     if t > 0:
         lines.append(f"torch.manual_seed({s['seed']})")
     extra = ""
-    if algorithm != "ar":
+    if a.needs_drafter:
         extra = "    assistant_model=assistant_model,\n"
         if tokenizers:
             extra += "    tokenizer=tokenizer,\n    assistant_tokenizer=assistant_tokenizer,\n"
     lines.append(f"out = model.generate(\n    **inputs,\n{extra}{_kw(call, '    ')})")
     lines.append("print(tokenizer.decode(out[0, inputs['input_ids'].shape[1]:]))")
-    config = {"generate_kwargs": {**({"assistant_model": drafter} if algorithm != "ar" else {}),
+    config = {"generate_kwargs": {**({"assistant_model": drafter} if a.needs_drafter else {}),
                                   **({"tokenizer": target, "assistant_tokenizer": drafter} if tokenizers else {}),
                                   **call},
               "assistant_generation_config": assistant_cfg}
@@ -481,10 +487,10 @@ def production_config(target: str, drafter: str | None, algorithm: str, *, tempe
     _check(algorithm, drafter, temperature, top_k, top_p, lookahead, max_new_tokens, drafter_temperature,
            draft_threshold)
     f = facts or PairFacts()
-    if algorithm == "sd":
+    if ALGORITHMS[algorithm].engine_equivalent == "sd":  # the engines' SD needs one vocabulary
         if f.shared_vocabulary is False:
-            raise IncompatiblePairError("sd needs a drafter with the target's vocabulary, and these differ: choose "
-                                        "slem or tli (what the engines offer for different vocabularies).")
+            raise IncompatiblePairError(f"{algorithm} needs a drafter with the target's vocabulary, and these differ: "
+                                        "choose slem or tli (what the engines offer for different vocabularies).")
         f = PairFacts(**{**asdict(f), "shared_vocabulary": True})
     s = dict(temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead, max_new_tokens=max_new_tokens,
              seed=seed, drafter_temperature=drafter_temperature, draft_threshold=draft_threshold)

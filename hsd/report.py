@@ -2,14 +2,15 @@
 
 What the two vocabularies share, how their special roles map, and how faithfully each tokenizer
 round-trips text (``decode(encode(s)) == s``; the paper's injectivity appendix). Tokenizers that
-do not round-trip are why SLEM tokenizes with a look-behind window. SLRS's cost for the pair comes
-from the vocabularies alone (:mod:`hsd.paths`), before anything runs.
+do not round-trip are why SLEM tokenizes with a look-behind window. An algorithm's cost for the pair beyond
+its drafts (SLRS's ψ path counts, from the vocabularies alone) is its :attr:`Algorithm.pair_cost
+<hsd.algorithms.contract.Algorithm>`, computed before anything runs and reported under its name.
 """
 
 from __future__ import annotations
 
+from .algorithms import ALGORITHMS, availability
 from .loading import Model, Pair
-from .paths import path_counts
 
 ROUNDTRIP_SAMPLES = [
     "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
@@ -88,35 +89,6 @@ def text_statistics(pair: Pair, samples=ROUNDTRIP_SAMPLES) -> dict:
     }
 
 
-def slrs_cost(pair: Pair) -> dict:
-    """SLRS's cost for the pair at full-support drafting (docs/slrs.md): drafter paths the exact ψ(t) of
-    each target token needs, the share of target tokens that are heavy (proposed as ⊥) at the default
-    ``slrs_max_paths``, and a recommendation."""
-    from .algorithms.slrs import MAX_PATHS
-
-    counts = sorted(path_counts(pair.target.vocab, pair.target.n_logits, pair.drafter.vocab,
-                                pair.drafter.n_logits).paths.values())
-    n = len(counts)
-    heavy = sum(c > MAX_PATHS for c in counts) / max(1, n)
-    p99 = counts[min(n - 1, int(0.99 * n))] if counts else 0
-    if not heavy:
-        advice = (f"every target token's ψ fits in the default budget of {MAX_PATHS} paths: SLRS is exact on all "
-                  "of them.")
-    else:
-        byte_drafter = pair.drafter.vocab.max_token_bytes <= 1
-        advice = (f"{heavy:.1%} of the target's tokens are heavy at the default budget of {MAX_PATHS} paths: when the "
-                  "drafter samples with full support they are proposed as ⊥ and never accepted. ")
-        if p99 <= 4 * MAX_PATHS:
-            advice += f"slrs_max_paths={p99} makes 99% of them light. "
-        if not byte_drafter:
-            advice += ("A byte-level drafter spells each token one way (paths linear in its length); a drafter top-k "
-                       "or greedy drafting counts only paths with positive probability; ")
-        advice += "TLI or SLEM need no ψ at all."
-    return {"default_budget": MAX_PATHS, "heavy_share": heavy, "paths_max": counts[-1] if counts else 0,
-            "paths_mean": sum(counts) / max(1, n), "paths_median": counts[n // 2] if counts else 0,
-            "paths_p99": p99, "recommendation": advice}
-
-
 def _side(model: Model) -> dict:
     vocab = model.vocab
     rate, failures = roundtrip_rate(model.tokenizer)
@@ -156,9 +128,13 @@ def _examples(own, other_ids: dict, limit: int = 12) -> list[str]:
     return out
 
 
-def compatibility_report(pair: Pair) -> dict:
-    from .algorithms import ALGORITHMS, availability
+def _pair_costs(names):
+    """The registered algorithms among ``names`` that report a cost on the pair, with their :class:`PairCost`."""
+    return [(name, ALGORITHMS[name].pair_cost) for name in names
+            if name in ALGORITHMS and ALGORITHMS[name].pair_cost is not None]
 
+
+def compatibility_report(pair: Pair) -> dict:
     pv = pair.vocab
     t, d = pair.target.vocab, pair.drafter.vocab
     target_ordinary = len(t) - len(t.special_ids)
@@ -179,7 +155,7 @@ def compatibility_report(pair: Pair) -> dict:
         "only_target_examples": _examples(t, d.bytes_to_id),
         "only_drafter_examples": _examples(d, t.bytes_to_id),
         "algorithms": algorithms,
-        "slrs": slrs_cost(pair) if "slrs" in algorithms else None,
+        **{name: cost.measure(pair) for name, cost in _pair_costs(algorithms)},
     }
 
 
@@ -214,12 +190,9 @@ def format_report(report: dict) -> str:
         "algorithms:",
     ]
     lines += [f"  {name:5s} {status}" for name, status in report["algorithms"].items()]
-    slrs = report.get("slrs")
-    if slrs:
-        lines.append(f"slrs cost (drafter paths per exact ψ, full-support drafting): median {slrs['paths_median']:,}, "
-                     f"mean {slrs['paths_mean']:,.0f}, 99th percentile {slrs['paths_p99']:,}, worst {slrs['paths_max']:,}; "
-                     f"heavy at slrs_max_paths={slrs['default_budget']}: {slrs['heavy_share']:.1%} of target tokens")
-        lines.append(f"  {slrs['recommendation']}")
+    for name, cost in _pair_costs(report["algorithms"]):
+        if report.get(name):
+            lines += cost.lines(report[name])
     return "\n".join(lines)
 
 
@@ -240,7 +213,5 @@ def explain(report: dict) -> str:
     lines.append(f"- Round-trip `decode(encode(s)) == s` holds for {rt:.0%} of the samples on the worse side. Below "
                  "100%, the tokenizer is not injective: SLEM re-tokenizes with a look-behind window so the proposal "
                  "continues the emitted tokens, and the round view lists those re-tokenization events.")
-    if "slrs" in report["algorithms"]:
-        lines.append("- **SLRS** sums the drafter's paths to every target token: its cost grows with how many drafter "
-                     "tokens a target token spans, so long target tokens over a short-token drafter are expensive.")
+    lines += [cost.explanation for _, cost in _pair_costs(report["algorithms"]) if cost.explanation]
     return "\n".join(lines)

@@ -9,7 +9,6 @@ emitted text, kept up to date incrementally (:class:`DrafterContext`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import torch
 
@@ -17,20 +16,10 @@ from .lean import drafter_runner
 from .loading import Model, Pair
 from .retokenize import Retokenizer
 from .runner import Runner
-from .sampling import Rng, Sampling, pick, pick_at
+from .sampling import Rng, Sampling, pick_at
+from .settings import Settings
 from .trace import Emitted, Round
 from .verify import Recorder
-
-
-@dataclass(frozen=True)
-class Settings:
-    sampling: Sampling
-    lookahead: int
-    max_new_tokens: int
-    drafter_sampling: Sampling
-    slrs_max_paths: int | None = None  # SLRS limits (None: the defaults in algorithms/slrs.py)
-    slrs_max_forwards: int | None = None
-    draft_threshold: float = 0.0  # stop a round's drafting after a token the drafter gives less (0: never)
 
 
 class Clock:

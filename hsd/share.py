@@ -217,8 +217,8 @@ def _summary_line(result: Result) -> str:
         parts.append(f"{m.tokens_per_s:.1f} tokens/s")
     if m.mean_accepted_length is not None:
         parts.append(f"τ = {m.mean_accepted_length:.2f}")
-    if m.acceptance_rate is not None:
-        parts.append(f"acceptance {m.acceptance_rate:.0%}")
+    if m.draft_acceptance_rate is not None:
+        parts.append(f"acceptance {m.draft_acceptance_rate:.0%}")
     return ", ".join(parts) + f" · stopped by {_e(result.stop_reason)}"
 
 

@@ -18,9 +18,9 @@ import math
 import pandas as pd
 
 from .algorithms import ALGORITHMS
-from .figures import (ALGORITHM_COLORS, SPLIT_COLORS, acceptance_histogram_figure,  # noqa: F401  (re-exported)
-                      bench_figures, expected_speedup, position_acceptance_figure, predicted, rounds_figure,
-                      scale_figure, speedup_figure, time_split_figure, tokens_time_figure)
+from .figures import (SPLIT_COLORS, acceptance_histogram_figure, bench_figures,  # noqa: F401  (re-exported)
+                      position_acceptance_figure, predicted, rounds_figure, scale_figure, speedup_figure,
+                      time_split_figure, tokens_time_figure)
 from .divergence import first_difference
 from .metrics import NOISY_SPREAD, Metrics
 from .trace import Result, Round
@@ -463,21 +463,18 @@ def availability_markdown(why: dict[str, str | None], cost: dict[str, str] | Non
 
 def cost_notes(report: dict) -> dict[str, str]:
     """Per algorithm, what running it costs beyond its drafts, from a compatibility report
-    (:func:`hsd.report.compatibility_report`): SLRS's ψ path counts and its share of ⊥ proposals."""
-    slrs = report.get("slrs")
-    if not slrs:
-        return {}
-    return {"slrs": (f"ψ needs a median of {slrs['paths_median']:,} drafter paths per target token (99%: at most "
-                     f"{slrs['paths_p99']:,}); {slrs['heavy_share']:.1%} of target tokens are over the budget of "
-                     f"{slrs['default_budget']:,} and are proposed as ⊥ (never accepted)")}
+    (:func:`hsd.report.compatibility_report`; :attr:`Algorithm.pair_cost <hsd.algorithms.contract.Algorithm>`):
+    SLRS's ψ path counts and its share of ⊥ proposals."""
+    return {name: a.pair_cost.note(report[name]) for name, a in ALGORITHMS.items()
+            if a.pair_cost is not None and report.get(name)}
 
 
-def compare_status(comparison, device: str, settings: dict) -> str:
+def compare_status(comparison, device: str, settings) -> str:
     """The status after a comparison: what ran where, what did not apply, how it was timed, what stopped."""
     results, failed = comparison.results, comparison.failed
     skipped = [a for a in ALGORITHMS if a not in results and a not in failed]
-    return (f"✅ Compared {', '.join(results)} on {device}, temperature {settings['temperature']}, seed "
-            f"{settings['seed']}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
+    return (f"✅ Compared {', '.join(results)} on {device}, temperature {settings.temperature}, seed "
+            f"{settings.seed}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
             + f"\n\n{timing_note(comparison)}"
             + "".join(f"\n\n⚠️ {name} stopped: {msg}" for name, msg in failed.items()))
 

@@ -326,11 +326,6 @@ FORWARD_FIXED_S = 0.003
 LAYER_S = 0.0004
 BANDWIDTH = 1.5e12  # bytes/s
 FLOPS = 2e14  # prefill, compute-bound: 2 x parameters x prompt tokens
-#: per round, besides the forwards: sampling, conversions, re-tokenization (SLEM), ψ bookkeeping (SLRS)
-ROUND_S = {"ar": 0.001, "sd": 0.004, "tli": 0.005, "slem": 0.008, "slrs": 0.012}
-#: SLRS drafts a fresh string per target position and sums ψ over drafter paths: drafter forwards per position
-#: (the embedded byte-level drafter measured 17-23 per emitted token at lookahead 5, docs/slrs.md)
-SLRS_DRAFTS_PER_POSITION = 4
 #: a fresh worker: fork, CUDA initialisation, then every tensor placed on cuda copied to the GPU
 WORKER_START_S = 5.0
 MOVE_BANDWIDTH = 4e9  # bytes/s, disk -> pinned memory -> GPU
@@ -356,12 +351,13 @@ def prefill_seconds(size: Size, tokens: int) -> float:
 
 def token_seconds(algorithm: str, lookahead: int, target: Size, drafter: Size | None) -> float:
     """Seconds per emitted token in the worst case, one token per round (every draft rejected): a round's
-    drafter forwards, one target forward over the proposals, and the round's own work."""
-    if algorithm == "ar" or drafter is None:
-        return forward_seconds(target) + ROUND_S["ar"]
-    drafts = lookahead * (SLRS_DRAFTS_PER_POSITION if algorithm == "slrs" else 1)
-    return (drafts * forward_seconds(drafter) + forward_seconds(target, lookahead + 1)
-            + ROUND_S.get(algorithm, ROUND_S["slrs"]))
+    drafter forwards, one target forward over the proposals, and the round's own work (the algorithm's
+    :attr:`~hsd.algorithms.contract.Algorithm.round_seconds` and ``drafts_per_position``; without a drafter, AR's)."""
+    spec = ALGORITHMS[algorithm if drafter is not None else "ar"]
+    if not spec.needs_drafter:
+        return forward_seconds(target) + spec.round_seconds
+    return (lookahead * spec.drafts_per_position * forward_seconds(drafter) + forward_seconds(target, lookahead + 1)
+            + spec.round_seconds)
 
 
 @dataclass
@@ -543,11 +539,10 @@ def _safe(estimate, fallback: int, *args) -> int:
         return fallback
 
 
-def run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-                 mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-                 drafter_temperature=None, draft_threshold=None, shared_noise=False, progress=None) -> int:
-    """``@spaces.GPU`` duration of the app's ``run`` (same signature): :func:`estimate_run` with a margin,
-    at most :data:`RUN_CAP_S`.
+def run_duration(target, drafter, algorithm, form, device="auto", dtype="auto", show_rejected=True,
+                 progress=None) -> int:
+    """``@spaces.GPU`` duration of the app's ``run`` (same signature; ``form``: an :class:`hsd.forms.Form`):
+    :func:`estimate_run` with a margin, at most :data:`RUN_CAP_S`.
 
     The default run (the embedded pair, SLEM, 96 new tokens, lookahead 5, the ZeroGPU presets resident) asks
     for 21 s, checked against the quota as 32 s on today's hardware (duration x 1.5) and charged the GPU time
@@ -555,13 +550,11 @@ def run_duration(target, drafter, algorithm, prompt, temperature, top_k, top_p, 
     free account (5 min), 75 with PRO or Team (40 min) and 112 with Enterprise (60 min). Runs and
     comparisons share the quota. :func:`quota_table` computes these numbers; a test keeps them here.
     """
-    return _safe(estimate_run, RUN_CAP_S, target, drafter, algorithm, prompt, lookahead, max_new_tokens, mode,
-                 device, dtype)
+    return _safe(estimate_run, RUN_CAP_S, target, drafter, algorithm, form.prompt, form.lookahead,
+                 form.max_new_tokens, form.mode, device, dtype)
 
 
-def compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-                     mode="raw", device="auto", dtype="auto", parse_special=True, drafter_temperature=None,
-                     draft_threshold=None, shared_noise=False, progress=None) -> int:
+def compare_duration(target, drafter, form, device="auto", dtype="auto", progress=None) -> int:
     """``@spaces.GPU`` duration of the app's ``compare`` (same signature): :func:`estimate_compare` with a
     margin, at most :data:`COMPARE_CAP_S`.
 
@@ -569,13 +562,12 @@ def compare_duration(target, drafter, prompt, temperature, top_k, top_p, lookahe
     :func:`compare_settings`) asks for 67 s, checked as 100 s: at least 1 a day unauthenticated, 3 with a free
     account, 24 with PRO or Team and 36 with Enterprise (:func:`quota_table`).
     """
-    return _safe(estimate_compare, COMPARE_CAP_S, target, drafter, prompt, lookahead, max_new_tokens, mode, device,
-                 dtype)
+    return _safe(estimate_compare, COMPARE_CAP_S, target, drafter, form.prompt, form.lookahead, form.max_new_tokens,
+                 form.mode, device, dtype)
 
 
-def drafters_duration(target, drafter_names, algorithm, num_prompts, temperature, top_k, top_p, lookahead,
-                      max_new_tokens, seed, device="auto", dtype="auto", drafter_temperature=None,
-                      draft_threshold=None, progress=None) -> int:
+def drafters_duration(target, drafter_names, algorithm, num_prompts, form, device="auto", dtype="auto",
+                      progress=None) -> int:
     """``@spaces.GPU`` duration of the app's drafter comparison (same signature): one comparison's estimate
     (:func:`estimate_compare`, all of the pair's algorithms, for ``best``) per drafter and prompt, at most
     :data:`COMPARE_CAP_S`. It rarely fits an unauthenticated visitor's quota: the Drafters tab is for
@@ -585,15 +577,15 @@ def drafters_duration(target, drafter_names, algorithm, num_prompts, temperature
         prompts = max(1, int(num_prompts))
     except (TypeError, ValueError):
         prompts = 1
-    total = sum(_safe(estimate_compare, COMPARE_CAP_S, target, name, "x" * 200, lookahead, max_new_tokens, "raw",
-                      device, dtype) for name in names[:8])
+    total = sum(_safe(estimate_compare, COMPARE_CAP_S, target, name, "x" * 200, form.lookahead, form.max_new_tokens,
+                      "raw", device, dtype) for name in names[:8])
     return int(min(COMPARE_CAP_S, max(total * prompts, 10)))
 
 
-def advise_duration(target, drafter, prompt, temperature, device="auto", dtype="auto") -> int:
+def advise_duration(target, drafter, form, device="auto", dtype="auto") -> int:
     """``@spaces.GPU`` duration of the app's ``advise_live`` (same signature): :func:`estimate_advise` with a
     margin, at most :data:`ADVISE_CAP_S`."""
-    return _safe(estimate_advise, ADVISE_CAP_S, target, drafter, prompt, device, dtype)
+    return _safe(estimate_advise, ADVISE_CAP_S, target, drafter, form.prompt, device, dtype)
 
 
 #: the app's default request (its form's initial values), which the quota sentences above are computed for

@@ -64,13 +64,14 @@ def test_a_registered_algorithm_runs_through_the_benchmark(model_dirs, sd1, tmp_
 
 def test_a_registered_algorithm_runs_through_the_app_and_its_pictures(model_dirs, sd1):
     import app
+    from hsd.forms import Form
 
     t = model_dirs["target"]
-    status, html, _, view, _, state = list(app.run(t, t, "sd1", "def f(x):", 0, 0, 1.0, 4, 8, 0))[-1]
+    status, html, _, view, _, state = list(app.run(t, t, "sd1", Form("def f(x):", lookahead=4, max_new_tokens=8)))[-1]
     assert status.startswith("✅ **sd1**") and "hsd-output" in html and "q (proposal)" in view
     report, availability, choices = app.check_pair(t, t, "auto", "auto", "sd1")
     assert "✅ **sd1**" in availability and "sd1" in choices["choices"]
-    out = list(app.compare(t, t, "def f(x):", 0, 0, 1.0, 4, 6, 0))[-1]
+    out = list(app.compare(t, t, Form("def f(x):", lookahead=4, max_new_tokens=6)))[-1]
     assert "sd1" in out[0] and "✓ sd1: identical to AR" in out[1] and "sd1" in list(out[2].data[0].x)
     assert "sd1" in list(out[7]["algorithm"])
     assert "q (proposal)" in viz.round_html(state["result"].rounds[0], algorithm="sd1")

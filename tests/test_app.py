@@ -7,14 +7,18 @@ import plotly.graph_objects as go
 import pytest
 
 import app
+from hsd.forms import FORM_FIELDS, Form
 
 SETTINGS = dict(temperature=0, top_k=0, top_p=1.0, lookahead=4, max_new_tokens=12, seed=0)
 
 
+def form(prompt="def fib(n):", **over) -> Form:
+    """The decoding form with this test file's settings, as the page's boxes would hold them."""
+    return Form(prompt=prompt, **{**SETTINGS, **over})
+
+
 def _run(model_dirs, algorithm="slem", prompt="def fib(n):", **over):
-    s = {**SETTINGS, **over}
-    return list(app.run(model_dirs["target"], model_dirs["drafter"], algorithm, prompt, s["temperature"], s["top_k"],
-                        s["top_p"], s["lookahead"], s["max_new_tokens"], s["seed"]))
+    return list(app.run(model_dirs["target"], model_dirs["drafter"], algorithm, form(prompt, **over)))
 
 
 def test_run_streams_coloured_output_then_the_round_view(model_dirs):
@@ -33,14 +37,12 @@ def test_run_streams_coloured_output_then_the_round_view(model_dirs):
 
 
 def test_ar_run_needs_no_drafter(model_dirs):
-    status, *_ = list(app.run(model_dirs["target"], "", "ar", "x = ", 0, 0, 1.0, 4, 6, 0))[-1]
+    status, *_ = list(app.run(model_dirs["target"], "", "ar", form("x = ", max_new_tokens=6)))[-1]
     assert status.startswith("✅ **ar**")
 
 
 def test_compare_runs_every_applicable_algorithm(model_dirs):
-    s = SETTINGS
-    out = list(app.compare(model_dirs["target"], model_dirs["drafter"], "def f(x):", s["temperature"], s["top_k"],
-                           s["top_p"], s["lookahead"], s["max_new_tokens"], s["seed"]))
+    out = list(app.compare(model_dirs["target"], model_dirs["drafter"], form("def f(x):")))
     status, badge, speedup, tokens_time, hist, positions, split, table, csv = out[-1]
     ran = ["ar"] + [a for a in app.ALGOS if a not in ("ar", "sd")]  # sd needs a shared vocabulary; slrs if present
     assert status.startswith(f"✅ Compared {', '.join(ran)}") and "not applicable here: sd" in status
@@ -77,8 +79,8 @@ def test_check_pair_reports_compatibility_and_why_sd_is_off(model_dirs):
 def test_bad_input_ends_in_a_readable_message(model_dirs, change, message):
     args = dict(target=model_dirs["target"], drafter=model_dirs["drafter"], algorithm="slem", prompt="def f", **SETTINGS)
     args.update(change)
-    updates = list(app.run(args["target"], args["drafter"], args["algorithm"], args["prompt"], args["temperature"],
-                           args["top_k"], args["top_p"], args["lookahead"], args["max_new_tokens"], args["seed"]))
+    boxes = Form(**{k: v for k, v in args.items() if k in FORM_FIELDS})
+    updates = list(app.run(args["target"], args["drafter"], args["algorithm"], boxes))
     status = updates[-1][0]
     assert status.startswith("⚠️") and message in status and "Traceback" not in status
     assert _run(model_dirs)[-1][0].startswith("✅")  # the next run works
@@ -89,10 +91,11 @@ def test_the_drafter_samples_at_its_own_temperature(model_dirs):
     with the same settings, and a bad value is refused before anything loads."""
     import hsd
 
-    s = {**SETTINGS, "temperature": 1.0, "seed": 2}
-    args = (model_dirs["target"], model_dirs["drafter"], "slem", "def f(x):", s["temperature"], s["top_k"], s["top_p"],
-            s["lookahead"], s["max_new_tokens"], s["seed"])
-    *_, state = list(app.run(*args, drafter_temperature=0))[-1]
+    def run(**over):
+        return list(app.run(model_dirs["target"], model_dirs["drafter"], "slem",
+                            form("def f(x):", temperature=1.0, seed=2, **over)))
+
+    *_, state = run(drafter_temperature=0)[-1]
     result = state["result"]
     assert result.settings["drafter_temperature"] == 0.0
     assert {d.prob for r in result.rounds for d in r.drafted} == {1.0}
@@ -100,21 +103,24 @@ def test_the_drafter_samples_at_its_own_temperature(model_dirs):
     same = hsd.generate(pair, "def f(x):", algorithm="slem", max_new_tokens=12, temperature=1.0, lookahead=4, seed=2,
                         drafter_temperature=0.0)
     assert result.token_ids == same.token_ids
-    status = list(app.run(*args, drafter_temperature=-0.5))[-1][0]
+    status = run(drafter_temperature=-0.5)[-1][0]
     assert status.startswith("⚠️") and "drafter temperature" in status and "Loading" not in status
-    *_, state = list(app.run(*args, drafter_temperature=None))[-1]  # empty box: the target's settings
+    *_, state = run(drafter_temperature=None)[-1]  # empty box: the target's settings
     assert state["result"].settings["drafter_temperature"] is None
 
 
 def test_a_draft_threshold_makes_the_lookahead_dynamic(model_dirs):
-    args = (model_dirs["target"], model_dirs["drafter"], "tli", "def f(x):", 0, 0, 1.0, 8, 16, 0)
-    *_, state = list(app.run(*args, draft_threshold=0.6))[-1]
+    def run(**over):
+        return list(app.run(model_dirs["target"], model_dirs["drafter"], "tli",
+                            form("def f(x):", lookahead=8, max_new_tokens=16, **over)))
+
+    *_, state = run(draft_threshold=0.6)[-1]
     result = state["result"]
     assert result.settings["draft_threshold"] == 0.6
     assert any(0 < len(r.drafted) < 8 for r in result.rounds)
-    *_, plain = list(app.run(*args))[-1]
+    *_, plain = run()[-1]
     assert plain["result"].token_ids == result.token_ids  # greedy: the same text
-    status = list(app.run(*args, draft_threshold=1.5))[-1][0]
+    status = run(draft_threshold=1.5)[-1][0]
     assert status.startswith("⚠️") and "draft threshold" in status
 
 
@@ -135,28 +141,29 @@ def test_launched_app_through_gradio_client(model_dirs):
     try:
         names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
         assert {"/run", "/compare", "/check", "/round", "/rerender"} <= names
-        s = SETTINGS
-        job = client.submit(model_dirs["target"], model_dirs["drafter"], "slem", "def f(x):", s["temperature"],
-                            s["top_k"], s["top_p"], s["lookahead"], s["max_new_tokens"], s["seed"], "raw", "cpu",
-                            "auto", True, api_name="/run")
+        params = [p["parameter_name"] for p in
+                  client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/run"]["parameters"]]
+        assert params == ["target", "drafter", "algorithm", *FORM_FIELDS, "device", "dtype", "show_rejected"]
+        # the empty boxes (None: the target's temperature, no threshold) have no default a client can omit
+        pair = dict(target=model_dirs["target"], drafter=model_dirs["drafter"], device="cpu", drafter_temperature=None,
+                    draft_threshold=None)
+        job = client.submit(**pair, algorithm="slem", prompt="def f(x):", **SETTINGS, api_name="/run")
         outputs = job.result(timeout=120) and job.outputs()
         assert len(outputs) >= 3 and outputs[-1][0].startswith("✅ **slem**") and "hsd-output" in outputs[-1][1]
-        job = client.submit(model_dirs["target"], model_dirs["drafter"], "def f(x):", s["temperature"], s["top_k"],
-                            s["top_p"], s["lookahead"], 8, s["seed"], "raw", "cpu", "auto", api_name="/compare")
+        job = client.submit(**pair, prompt="def f(x):", **{**SETTINGS, "max_new_tokens": 8}, api_name="/compare")
         job.result(timeout=120)
         final = job.outputs()[-1]
         assert final[0].startswith("✅ Compared") and "identical to AR" in final[1]
         assert final[2]["type"] == "plotly" and final[7]["headers"][0] == "algorithm"
-        bad = client.predict("", "", "slem", "x", 0, 0, 1.0, 4, 4, 0, "raw", "cpu", "auto", True, api_name="/run")
+        bad = client.predict(**{**pair, "target": "", "drafter": ""}, algorithm="slem", prompt="x", max_new_tokens=4,
+                             api_name="/run")
         assert bad[0].startswith("⚠️")
-        long = client.submit(model_dirs["target"], model_dirs["drafter"], "slem", "x", 0, 0, 1.0, 1, 400, 0, "raw",
-                             "cpu", "auto", True, api_name="/run")
+        long = client.submit(**pair, algorithm="slem", prompt="x", lookahead=1, max_new_tokens=400, api_name="/run")
         deadline = time.time() + 60
         while not any(o[0].startswith("▶️") for o in long.outputs()) and time.time() < deadline:
             time.sleep(0.1)
         long.cancel()  # a cancelled run releases the device: the next one completes
-        after = client.predict(model_dirs["target"], model_dirs["drafter"], "tli", "x", 0, 0, 1.0, 4, 4, 0, "raw",
-                               "cpu", "auto", True, api_name="/run")
+        after = client.predict(**pair, algorithm="tli", prompt="x", lookahead=4, max_new_tokens=4, api_name="/run")
         assert after[0].startswith("✅ **tli**")
     finally:
         client.close()
@@ -166,7 +173,7 @@ def test_launched_app_through_gradio_client(model_dirs):
 def test_a_model_too_large_for_the_machine_is_refused_before_loading(model_dirs, monkeypatch):
     monkeypatch.setattr(app.planning, "hub_params", lambda name: (70_000_000_000, "70 B parameters"))
     monkeypatch.setattr(app.planning, "available_bytes", lambda device: 16 * 2**30)
-    status = list(app.run("meta-llama/Llama-3.1-70B", model_dirs["drafter"], "slem", "x", 0, 0, 1.0, 4, 4, 0))[-1][0]
+    status = list(app.run("meta-llama/Llama-3.1-70B", model_dirs["drafter"], "slem", form("x", max_new_tokens=4)))[-1][0]
     assert "ResourceLimitError" in status and "GB" in status and "free" in status
 
 
@@ -178,10 +185,10 @@ def test_describe_says_what_would_be_loaded_without_loading(model_dirs):
 
 
 def test_advise_predicts_per_algorithm_and_lookahead(model_dirs):
-    text = app.advise_pair(model_dirs["target"], model_dirs["drafter"], "def f(x):\n", 0.0)
+    text = app.advise_pair(model_dirs["target"], model_dirs["drafter"], form("def f(x):\n"))
     assert "predicted speedup over AR by lookahead" in text
     assert "Use " in text or "No drafter setting is predicted to beat AR" in text
-    assert "temperature must be" in app.advise_pair(model_dirs["target"], model_dirs["drafter"], "x", -1)
+    assert "temperature must be" in app.advise_pair(model_dirs["target"], model_dirs["drafter"], form("x", temperature=-1))
 
 
 def test_every_run_clears_the_previous_runs_outputs_and_an_error_leaves_none(model_dirs):
@@ -190,7 +197,7 @@ def test_every_run_clears_the_previous_runs_outputs_and_an_error_leaves_none(mod
     assert first.round_view == app.NO_RUN  # nothing of an earlier run is left while this one starts
     bad = _run(model_dirs, temperature=-1)[-1]
     assert bad.status.startswith("⚠️") and bad.output == "" and bad.rounds_plot is None and bad.state is None
-    compare_first = next(app.compare(model_dirs["target"], model_dirs["drafter"], "x", 0, 0, 1.0, 4, 4, 0))
+    compare_first = next(app.compare(model_dirs["target"], model_dirs["drafter"], form("x", max_new_tokens=4)))
     assert compare_first.speedup is None and compare_first.table is None and compare_first.badge == ""
 
 
@@ -243,14 +250,14 @@ def test_out_of_range_values_are_refused_with_their_range_not_clamped(model_dirs
 
 
 def test_max_new_tokens_box_states_the_room_the_pair_leaves(model_dirs):
-    info = app.token_room(model_dirs["target"], model_dirs["drafter"], "def f", "raw")["info"]
+    info = app.token_room(model_dirs["target"], model_dirs["drafter"], form("def f"))["info"]
     assert info.startswith("1..") and "for this pair and prompt" in info and int(info[3:].split()[0]) < 512
 
 
 @pytest.fixture(scope="module")
 def advised(model_dirs):
     """Every update of one Advise on the tiny pair (shared: a calibration takes a while on a CPU)."""
-    return list(app.advise_live(model_dirs["target"], model_dirs["drafter"], "def f(x):\n", 0.0))
+    return list(app.advise_live(model_dirs["target"], model_dirs["drafter"], form("def f(x):\n")))
 
 
 def test_advise_reports_progress_and_only_calibrated_lookaheads(advised):
@@ -271,35 +278,37 @@ def test_advise_in_the_app_calibrates_the_dynamic_lookahead_where_a_draft_thresh
 
 
 def test_drafters_tab_measures_each_drafter_against_ar_in_one_run(model_dirs):
-    out = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1, 0, 0, 1.0, 3, 6, 0))
+    out = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1,
+                            form(lookahead=3, max_new_tokens=6)))
     assert any(o.status.startswith("⏳") for o in out[:-1])
     final = out[-1]
     assert final.status.startswith("✅ Compared 1 drafter(s)"), final.status
     assert list(final.table["algorithm"]) == ["slem"] and isinstance(final.figure, go.Figure)
     assert list(pd.read_csv(final.csv)["drafter"]) == [model_dirs["drafter"]]
-    bad = list(app.drafters(model_dirs["target"], "", "slem", 1, 0, 0, 1.0, 3, 6, 0))[-1]
+    bad = list(app.drafters(model_dirs["target"], "", "slem", 1, form(lookahead=3, max_new_tokens=6)))[-1]
     assert bad.status.startswith("⚠️") and bad.table is None
 
 
 def test_production_settings_name_both_engines(model_dirs):
-    text = app.production(model_dirs["target"], model_dirs["drafter"], "tli", 0, 0, 1.0, 4, 32, 0)
+    text = app.production(model_dirs["target"], model_dirs["drafter"], "tli", form(max_new_tokens=32))
     assert "vLLM" in text and "assistant_tokenizer" in text
-    assert app.production(model_dirs["target"], model_dirs["drafter"], "tli", -1, 0, 1.0, 4, 32, 0).startswith("⚠️")
+    assert app.production(model_dirs["target"], model_dirs["drafter"], "tli",
+                          form(max_new_tokens=32, temperature=-1)).startswith("⚠️")
 
 
 def test_drafters_tab_and_production_take_the_forms_drafter_temperature_and_draft_threshold(model_dirs):
-    final = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1, 0, 0, 1.0, 6, 6, 0,
-                              "auto", "auto", 0, 0.5))[-1]
+    final = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1,
+                              form(lookahead=6, max_new_tokens=6, drafter_temperature=0, draft_threshold=0.5)))[-1]
     assert final.status.startswith("✅") and "drafter temperature 0, lookahead 6, draft threshold 0.5" in final.status
-    bad = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1, 0, 0, 1.0, 6, 6, 0,
-                            "auto", "auto", None, 1.5))[-1]
+    bad = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1,
+                            form(lookahead=6, max_new_tokens=6, draft_threshold=1.5)))[-1]
     assert bad.status.startswith("⚠️") and "draft threshold must be in" in bad.status
-    text = app.production(model_dirs["target"], model_dirs["drafter"], "slem", 0, 0, 1.0, 12, 32, 0, "auto", "auto",
-                          0, 0.5)
+    text = app.production(model_dirs["target"], model_dirs["drafter"], "slem",
+                          form(lookahead=12, max_new_tokens=32, drafter_temperature=0, draft_threshold=0.5))
     assert "drafter temperature 0, draft threshold 0.5" in text
     assert "assistant_confidence_threshold = 0.5" in text and "vLLM has no equivalent of hsd's draft_threshold" in text
-    assert app.production(model_dirs["target"], model_dirs["drafter"], "slem", 0, 0, 1.0, 12, 32, 0, "auto", "auto",
-                          -1, None).startswith("⚠️")
+    assert app.production(model_dirs["target"], model_dirs["drafter"], "slem",
+                          form(lookahead=12, max_new_tokens=32, drafter_temperature=-1)).startswith("⚠️")
 
 
 def test_stop_also_ends_a_drafter_comparison_in_progress():
@@ -309,8 +318,9 @@ def test_stop_also_ends_a_drafter_comparison_in_progress():
 def test_the_special_token_checkbox_reaches_the_run_and_the_output_marks_parsed_text():
     target, drafter = app.PAIRS[app.EMBEDDED]
     prompt = "x = 1<|endoftext|>def f():"
-    parsed = list(app.run(target, drafter, "slem", prompt, 0, 0, 1.0, 3, 4, 0, "raw", "cpu", "auto", True, True))[-1]
-    plain = list(app.run(target, drafter, "slem", prompt, 0, 0, 1.0, 3, 4, 0, "raw", "cpu", "auto", True, False))[-1]
+    boxes = dict(lookahead=3, max_new_tokens=4)
+    parsed = list(app.run(target, drafter, "slem", form(prompt, **boxes, parse_special=True), "cpu"))[-1]
+    plain = list(app.run(target, drafter, "slem", form(prompt, **boxes, parse_special=False), "cpu"))[-1]
     eos = parsed.state["result"].prompt_ids.count(0)
     assert parsed.status.startswith("✅") and plain.status.startswith("✅")
     assert eos > plain.state["result"].prompt_ids.count(0)  # the text became <|endoftext|> (id 0) only when parsed
@@ -322,10 +332,8 @@ def test_a_recorded_run_offers_each_verified_positions_picture_and_downloads_and
     assert app.picture_positions(final.state)["choices"] == []  # not recorded: nothing to pick
     figure, text = app.show_picture(final.state, None)
     assert figure is None and "record distributions" in text
-    s = {**SETTINGS, "temperature": 1.0}
-    recorded = list(app.run(model_dirs["target"], model_dirs["drafter"], "tli", "def fib(n):", s["temperature"],
-                            s["top_k"], s["top_p"], s["lookahead"], s["max_new_tokens"], s["seed"], "raw", "auto",
-                            "auto", True, True, True))[-1]
+    recorded = list(app.run(model_dirs["target"], model_dirs["drafter"], "tli",
+                            form(temperature=1.0, record=True)))[-1]
     assert recorded.status.startswith("✅"), recorded.status
     choices = app.picture_positions(recorded.state)["choices"]
     assert choices and choices[0].startswith("round ")
@@ -343,13 +351,13 @@ def test_a_recorded_run_offers_each_verified_positions_picture_and_downloads_and
 
 
 def test_losslessness_check_draws_both_histograms_and_passes_for_an_honest_algorithm(model_dirs):
-    out = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "tli", "def fib(n):", 300, 1.0, 0,
-                                  1.0, 3, 0))
+    out = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "tli", 300,
+                                  form(temperature=1.0, lookahead=3)))
     final = out[-1]
     assert final.status.startswith("✅"), final.status
     assert isinstance(final.figure, go.Figure)
-    ar = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "ar", "def fib(n):", 300, 1.0, 0, 1.0,
-                                 3, 0))[-1]
+    ar = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "ar", 300,
+                                 form(temperature=1.0, lookahead=3)))[-1]
     assert ar.status.startswith("⚠️") and ar.figure is None
 
 
@@ -359,28 +367,25 @@ def test_losslessness_check_with_the_draws_box_at_zero_uses_the_algorithms_defau
     seen = []
     real = lossless.iter_check
     monkeypatch.setattr(lossless, "iter_check", lambda *a, **k: seen.append(k["n"]) or real(*a, **{**k, "n": 50}))
-    out = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "slem", "def f(", 0, 1.0, 0, 1.0, 3,
-                                  0))[-1]
+    out = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "slem", 0,
+                                  form("def f(", temperature=1.0, lookahead=3)))[-1]
     assert seen == [lossless.default_n("slem")] and out.figure is not None
-    bad = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "slem", "def f(", -5, 1.0, 0, 1.0, 3,
-                                  0))[-1]
+    bad = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "slem", -5,
+                                  form("def f(", temperature=1.0, lookahead=3)))[-1]
     assert bad.status.startswith("⚠️") and "draws" in bad.status
 
 
 def test_shared_noise_makes_a_sampled_slem_run_write_ars_text_and_compare_shows_it(model_dirs):
     """The shared-noise checkbox reaches the engine: a sampled SLEM run is AR's run token for token, Compare's
     badge says so for SLEM and says the others sampled apart; with TLI it is refused with the reason."""
-    s = {**SETTINGS, "temperature": 0.8, "seed": 3}
-    args = lambda alg: (model_dirs["target"], model_dirs["drafter"], alg, "def f(x):", s["temperature"],  # noqa: E731
-                        s["top_k"], s["top_p"], s["lookahead"], s["max_new_tokens"], s["seed"])
-    *_, slem = list(app.run(*args("slem"), shared_noise=True))[-1]
-    *_, ar = list(app.run(*args("ar"), shared_noise=True))[-1]
+    shared = form("def f(x):", temperature=0.8, seed=3, shared_noise=True)
+    *_, slem = list(app.run(model_dirs["target"], model_dirs["drafter"], "slem", shared))[-1]
+    *_, ar = list(app.run(model_dirs["target"], model_dirs["drafter"], "ar", shared))[-1]
     assert slem["result"].settings["noise"] == "shared"
     assert slem["result"].token_ids == ar["result"].token_ids
-    status = list(app.run(*args("tli"), shared_noise=True))[-1][0]
+    status = list(app.run(model_dirs["target"], model_dirs["drafter"], "tli", shared))[-1][0]
     assert status.startswith("⚠️") and "works with ar and slem only" in status
-    out = list(app.compare(model_dirs["target"], model_dirs["drafter"], "def f(x):", s["temperature"], s["top_k"],
-                           s["top_p"], s["lookahead"], s["max_new_tokens"], s["seed"], shared_noise=True))
+    out = list(app.compare(model_dirs["target"], model_dirs["drafter"], shared))
     status, badge, *_ = out[-1]
     assert status.startswith("✅ Compared"), status
     assert "Lossless with shared noise" in badge and "✓ slem: identical to AR" in badge
@@ -393,3 +398,22 @@ def test_the_shared_noise_example_ticks_the_box_and_the_others_untick_it():
     out = app.example_chosen(shared[0])
     assert out.shared_noise is True and out.algorithm["value"] == "slem" and out.temperature > 0
     assert app.example_chosen(0).shared_noise is False
+
+
+def test_an_event_hands_the_handler_the_form_as_one_value_and_names_every_api_parameter():
+    seen = []
+
+    def handler(target, algorithm, form, device="auto"):
+        seen.append((target, algorithm, form, device))
+        yield "done"
+
+    boxes = {name: f"<{name} box>" for name in FORM_FIELDS}
+    fn, components = app._event(handler, ["t", "a", app.FORM, "d"], boxes)
+    assert components == ["t", "a", *boxes.values(), "d"]
+    params = list(app.inspect.signature(fn).parameters)
+    assert params == ["target", "algorithm", *FORM_FIELDS, "device", "progress"]
+    values = ["tiny", "slem", *[f"v-{name}" for name in FORM_FIELDS], "cpu"]
+    assert list(fn(*values)) == ["done"]
+    target, algorithm, got, device = seen[0]
+    assert (target, algorithm, device) == ("tiny", "slem", "cpu")
+    assert got == Form(**{name: f"v-{name}" for name in FORM_FIELDS})

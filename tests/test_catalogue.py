@@ -19,6 +19,7 @@ import hsd
 import hsd.loading
 from hsd import planning, policy
 from hsd.cli import main
+from hsd.forms import Form
 from pairs import heterogeneous
 
 E, P, I = hsd.InvalidSettingError, hsd.PromptError, hsd.IncompatiblePairError
@@ -393,8 +394,8 @@ def test_app_run_bad_input_is_a_message(model_dirs, over, fragment):
     s.update(over)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        status = list(app.run(s["target"], model_dirs["drafter"], "slem", s["prompt"], s["temperature"],
-                              s["top_k"], s["top_p"], s["lookahead"], s["max_new_tokens"], s["seed"]))[-1][0]
+        boxes = Form(**{k: v for k, v in s.items() if k != "target"})
+        status = list(app.run(s["target"], model_dirs["drafter"], "slem", boxes))[-1][0]
     assert "Error**" in status and "Unexpected" not in status and fragment in status, status
 
 
@@ -428,7 +429,7 @@ def test_app_choosing_a_refused_folder_on_a_space_says_why_and_never_raises(monk
 def test_app_run_marks_prompt_text_that_became_a_special_token(parse_special):
     from hsd import lab
 
-    last = list(lab.run_steps("assets/tiny-code/target", "assets/tiny-code/drafter", "slem", "x<|endoftext|>def",
-                              0, 0, 1.0, 4, 4, 0, device="cpu", parse_special=parse_special))[-1]
+    boxes = Form("x<|endoftext|>def", lookahead=4, max_new_tokens=4, parse_special=parse_special)
+    last = list(lab.run_steps("assets/tiny-code/target", "assets/tiny-code/drafter", "slem", boxes, device="cpu"))[-1]
     assert ("hsd-prompt-special" in last["output"]) is parse_special, last.get("status")
     assert ("hsd-prompt-special" in lab.output(last["state"], True)) is parse_special

@@ -60,7 +60,7 @@ def first_token(dist: dict) -> dict:
 
 
 # ("tli", "shared"): on a shared vocabulary the drafter's context after a round is the target's emitted ids
-# (hsd/algorithms/common.py, DRAFTER_CONTEXT), a function of the whole history rather than of the text alone
+# (close_round in hsd/algorithms/common.py), a function of the whole history rather than of the text alone
 CASES = [("sd", "shared"), ("slem", "bpe<-sp"), ("tli", "bpe<-sp"), ("slem", "sp<-bpe"), ("tli", "sp<-bpe"),
          ("tli", "shared")]
 

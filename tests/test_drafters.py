@@ -42,7 +42,7 @@ def test_best_per_drafter_measures_every_applicable_algorithm_and_picks_the_fast
         assert e.chosen.speedup == max(r.speedup for r in e.rows)
         assert 0 < e.costs["cost_ratio"] < 5 and e.costs["draft_ms"] > 0
         for r in e.rows:
-            assert 0 <= r.acceptance_rate <= 1 and r.mean_accepted_length >= 1
+            assert 0 <= r.draft_acceptance_rate <= 1 and r.mean_accepted_length >= 1
             assert r.per_position_acceptance and all(0 <= a <= 1 for a in r.per_position_acceptance)
             assert r.speedup > 0 and r.tokens_per_s > 0 and r.ar_tokens_per_s > 0
             assert r.speedup_n == 1 and r.noisy  # measured once: marked noisy
@@ -75,7 +75,7 @@ def test_a_named_algorithm_runs_where_it_applies_and_other_drafters_get_rows_tha
                             predict=False, log=lambda _: None, **SMALL)
     same, other, bad = result.entries
     assert same.compatibility["shared_vocabulary"] is True and "sd" in same.compatibility["applicable"]
-    assert same.chosen.algorithm == "sd" and same.chosen.acceptance_rate == 1.0 and same.advice is None
+    assert same.chosen.algorithm == "sd" and same.chosen.draft_acceptance_rate == 1.0 and same.advice is None
     assert other.rows[0].algorithm == "sd" and other.rows[0].chosen and "not applicable" in other.rows[0].note
     assert other.rows[0].speedup is None and other.costs["cost_ratio"] > 0
     assert bad.error and not bad.rows

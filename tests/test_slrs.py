@@ -165,9 +165,9 @@ def test_path_counts_of_the_embedded_pair():
 
 
 def test_compatibility_report_states_slrs_cost_before_anything_runs():
-    from hsd.report import compatibility_report, format_report, slrs_cost
+    from hsd.report import compatibility_report, format_report
 
-    sp, by = slrs_cost(tiny_code("tiny-code")), slrs_cost(tiny_code("tiny-code-bytes"))
+    sp, by = slrs.pair_cost(tiny_code("tiny-code")), slrs.pair_cost(tiny_code("tiny-code-bytes"))
     assert 0 < sp["heavy_share"] < 0.5 and sp["paths_max"] > sp["paths_p99"] > sp["paths_median"]
     assert "byte-level drafter" in sp["recommendation"]
     assert by["heavy_share"] == 0 and by["paths_max"] <= 3 * 45 and "exact on all" in by["recommendation"]

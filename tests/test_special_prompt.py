@@ -61,10 +61,10 @@ def test_output_html_flags_the_prompt_text_that_became_a_special_token(pair):
 def test_a_form_passes_parse_special_and_marks_the_spans(pair):
     from hsd import forms
 
-    kw = forms.generation_kwargs(0, 0, 1.0, 4, 4, 0, "raw", PROMPT)
-    assert "parse_special" not in kw and forms.prompt_special(pair, kw) == [(5, 18, "<|endoftext|>")]
-    plain = forms.generation_kwargs(0, 0, 1.0, 4, 4, 0, "raw", PROMPT, parse_special=False)
-    assert plain["parse_special"] is False and forms.prompt_special(pair, plain) == []
-    assert forms.room(pair, plain) < forms.room(pair, kw)  # the text is many tokens, the token one
+    settings, text = forms.Form(PROMPT, lookahead=4, max_new_tokens=4).read()
+    assert settings.parse_special and forms.prompt_special(pair, settings, text) == [(5, 18, "<|endoftext|>")]
+    plain, _ = forms.Form(PROMPT, lookahead=4, max_new_tokens=4, parse_special=False).read()
+    assert plain.parse_special is False and forms.prompt_special(pair, plain, text) == []
+    assert forms.room(pair, plain, text) < forms.room(pair, settings, text)  # the text is many tokens, the token one
     with pytest.raises(hsd.InvalidSettingError, match="parse special tokens must be on or off"):
-        forms.generation_kwargs(0, 0, 1.0, 4, 4, 0, "raw", PROMPT, parse_special="x")
+        forms.Form(PROMPT, parse_special="x").read()

@@ -37,7 +37,9 @@ def test_spread_is_the_interquartile_range_and_flags_noise():
 def test_compare_repeats_interleaved_and_reports_median_and_spread(model_dirs):
     import app
 
-    out = list(app.compare(model_dirs["target"], model_dirs["drafter"], "def f(x):", 0, 0, 1.0, 3, 8, 0))
+    from hsd.forms import Form
+
+    out = list(app.compare(model_dirs["target"], model_dirs["drafter"], Form("def f(x):", lookahead=3, max_new_tokens=8)))
     assert any(u[0].startswith("▶️ Repeat 2") for u in out)  # interleaved: more than one repeat
     status, _, speedup, *_, table, _ = out[-1]
     assert "median of" in status and "interleaved repeats" in status

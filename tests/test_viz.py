@@ -92,13 +92,6 @@ def test_round_html_for_an_ar_step_says_there_is_no_draft():
     assert "no draft" in viz.round_html(r, algorithm="ar")
 
 
-def test_expected_speedup_follows_the_standard_formula():
-    ar = _result("ar", [1, 2, 3, 4])
-    sd = _result("slem", [1, 2, 3, 4], acceptance=0.5)
-    # k = 4 proposed per round, a = 0.5: E = (1 - 0.5^5) / 0.5 = 1.9375; cost = (1 + 5 ms) / 10 ms per AR step
-    assert viz.expected_speedup(sd, ar) == pytest.approx(1.9375 / 0.6)
-
-
 def test_compare_figures_have_one_trace_per_run():
     results = {"ar": _result("ar", [1, 2]), "slem": _result("slem", [1, 2], tps=150), "tli": _result("tli", [1, 3])}
     speed = viz.speedup_figure(results, "CPU")

@@ -2,6 +2,7 @@
 presets loaded before any GPU call, user models loaded outside it, ZeroGPU's failures as status sentences, the
 Space's front matter and requirements."""
 
+import dataclasses
 import functools
 import inspect
 import logging
@@ -16,19 +17,18 @@ from huggingface_hub import SpaceCard
 
 import hsd
 from hsd import cli, loading, planning, zerogpu
+from hsd.forms import Form
 
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED = "tiny-code (embedded, offline, CPU)"
 #: the handlers' signatures, which the lead keeps in app.py (each duration function has its handler's)
+#: the app's GPU parts (and so their durations): the decoding form travels as one hsd.forms.Form
 SIGNATURES = {
-    "run": ["target", "drafter", "algorithm", "prompt", "temperature", "top_k", "top_p", "lookahead",
-            "max_new_tokens", "seed", "mode", "device", "dtype", "show_rejected", "parse_special", "record",
-            "drafter_temperature", "draft_threshold", "shared_noise", "progress"],
-    "compare": ["target", "drafter", "prompt", "temperature", "top_k", "top_p", "lookahead", "max_new_tokens", "seed",
-                "mode", "device", "dtype", "parse_special", "drafter_temperature", "draft_threshold", "shared_noise",
-                "progress"],
-    "advise_live": ["target", "drafter", "prompt", "temperature", "device", "dtype"],
+    "run": ["target", "drafter", "algorithm", "form", "device", "dtype", "show_rejected", "progress"],
+    "compare": ["target", "drafter", "form", "device", "dtype", "progress"],
+    "advise_live": ["target", "drafter", "form", "device", "dtype"],
 }
+FORM_KEYS = ("prompt", "mode", "temperature", "top_k", "top_p", "lookahead", "max_new_tokens", "seed")
 
 
 class FakeSpaces(types.ModuleType):
@@ -103,22 +103,18 @@ def status(text):
 def handlers():
     """Handlers shaped like app.py's (same signatures), decorated as the app decorates them."""
     @zerogpu.gpu(zerogpu.run_duration, on_error=status)
-    def run(target, drafter, algorithm, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed,
-            mode="raw", device="auto", dtype="auto", show_rejected=True, parse_special=True, record=False,
-            drafter_temperature=None, draft_threshold=None, shared_noise=False, progress=None):
+    def run(target, drafter, algorithm, form, device="auto", dtype="auto", show_rejected=True, progress=None):
         pair = planning.load_named_pair(target, drafter, device, dtype)
-        result = hsd.generate(pair, prompt, algorithm=algorithm, max_new_tokens=8, lookahead=int(lookahead),
-                              temperature=temperature, seed=seed)
+        result = hsd.generate(pair, form.prompt, algorithm=algorithm, max_new_tokens=8, lookahead=int(form.lookahead),
+                              temperature=form.temperature, seed=form.seed)
         yield {"status": f"✅ {len(result.token_ids)} tokens"}
 
     @zerogpu.gpu(zerogpu.compare_duration, on_error=status)
-    def compare(target, drafter, prompt, temperature, top_k, top_p, lookahead, max_new_tokens, seed, mode="raw",
-                device="auto", dtype="auto", parse_special=True, drafter_temperature=None, draft_threshold=None,
-                shared_noise=False, progress=None):
+    def compare(target, drafter, form, device="auto", dtype="auto", progress=None):
         yield {"status": "compared"}
 
     @zerogpu.gpu(zerogpu.advise_duration, on_error=status)
-    def advise_live(target, drafter, prompt, temperature, device="auto", dtype="auto"):
+    def advise_live(target, drafter, form, device="auto", dtype="auto"):
         yield "advised"
 
     return run, compare, advise_live
@@ -126,9 +122,16 @@ def handlers():
 
 def default_args(name):
     """The app's default request, positionally, as Gradio passes it (the progress tracker included)."""
-    r = {**zerogpu.DEFAULT_REQUEST, "show_rejected": True, "parse_special": True, "record": False,
-         "drafter_temperature": None, "draft_threshold": None, "shared_noise": False, "progress": object()}
+    r = {**zerogpu.DEFAULT_REQUEST, "show_rejected": True, "progress": object(),
+         "form": Form(**{k: zerogpu.DEFAULT_REQUEST[k] for k in FORM_KEYS})}
     return [r[p] for p in SIGNATURES[name]]
+
+
+def with_changes(args: dict, **change) -> dict:
+    """A handler's arguments with ``change``, each a handler argument or a field of its form."""
+    form = {k: v for k, v in change.items() if k in FORM_KEYS}
+    return {**args, **{k: v for k, v in change.items() if k not in FORM_KEYS},
+            "form": dataclasses.replace(args["form"], **form)}
 
 
 # ----------------------------------------------------------------------------- durations
@@ -139,17 +142,20 @@ def test_duration_functions_have_their_handlers_signatures():
         assert list(inspect.signature(fn).parameters) == SIGNATURES[name], name
 
 
-def test_the_drafters_duration_has_its_handlers_signature_with_the_drafter_settings():
+def test_the_drafters_duration_has_its_handlers_signature_with_the_form():
     app = pytest.importorskip("app")
     names = list(inspect.signature(zerogpu.drafters_duration).parameters)
     assert names == list(inspect.signature(app._drafters_on_device).parameters)
-    assert names[-3:] == ["drafter_temperature", "draft_threshold", "progress"]
+    assert names[-4:] == ["form", "device", "dtype", "progress"]
 
 
 def test_app_handlers_still_have_the_signatures_the_durations_assume():
     app = pytest.importorskip("app")
+    parts = {"run": app._run_on_device, "compare": app._compare_on_device, "advise_live": app._advise_on_device}
     for name, params in SIGNATURES.items():
-        assert list(inspect.signature(getattr(app, name)).parameters) == params, name
+        assert list(inspect.signature(parts[name]).parameters) == params, name
+        public = [p for p in params if p != "progress"]  # the page's wiring adds Gradio's progress tracker
+        assert list(inspect.signature(getattr(app, name)).parameters) == public, name
 
 
 def test_handlers_are_decorated_and_the_default_request_fits_an_unauthenticated_quota(spaces):
@@ -197,7 +203,7 @@ def test_durations_follow_the_request_and_never_fail():
     base = dict(zip(SIGNATURES["run"], default_args("run")))
 
     def run(**change):
-        return zerogpu.run_duration(**{**base, **change})
+        return zerogpu.run_duration(**with_changes(base, **change))
 
     assert run(max_new_tokens=512) > run() > run(max_new_tokens=8)
     assert run(algorithm="slrs") > run(algorithm="slem") > run(algorithm="ar")
@@ -209,7 +215,7 @@ def test_durations_follow_the_request_and_never_fail():
                  dict(algorithm="nope"), dict(prompt=None)):
         assert isinstance(run(**junk), int) and run(**junk) > 0, junk
     args = dict(zip(SIGNATURES["compare"], default_args("compare")))
-    assert zerogpu.compare_duration(**{**args, "max_new_tokens": 512}) > zerogpu.compare_duration(**args)
+    assert zerogpu.compare_duration(**with_changes(args, max_new_tokens=512)) > zerogpu.compare_duration(**args)
 
 
 def test_the_duration_counts_what_a_fresh_worker_copies_to_its_gpu(monkeypatch):
@@ -324,15 +330,15 @@ def test_a_quota_error_becomes_a_readable_status_and_the_handler_never_runs(spac
 
 def test_other_errors_pass_through_the_guard(spaces):
     @zerogpu.gpu(zerogpu.advise_duration, on_error=status)
-    def advise_live(target, drafter, prompt, temperature, device="auto", dtype="auto"):
+    def advise_live(target, drafter, form, device="auto", dtype="auto"):
         raise ValueError("a bug")
         yield
 
     spaces.fail.append(gr.Error("Cannot divide by zero!"))
     with pytest.raises(gr.Error):
-        list(advise_live("a", "b", "p", 0))
+        list(advise_live("a", "b", Form("p")))
     with pytest.raises(ValueError, match="a bug"):
-        list(advise_live("a", "b", "p", 0))
+        list(advise_live("a", "b", Form("p")))
 
 
 class HTMLError(gr.Error):  # what spaces raises for a queue timeout
@@ -468,14 +474,15 @@ def test_the_app_loads_outside_its_gpu_functions_and_reports_a_quota_error(space
             assert list(inspect.signature(gpu_part).parameters) == SIGNATURES[name], name
         assert preloaded, "the presets load at start-up on ZeroGPU"
         target, drafter = loading.GALLERY[EMBEDDED]
-        out = list(app.run(target, drafter, "slem", "def f(x):", 0, 0, 1.0, 3, 8, 0, "raw", "cpu", "auto"))
+        out = list(app.run(target, drafter, "slem", Form("def f(x):", lookahead=3, max_new_tokens=8), "cpu"))
         assert out[-1].status.startswith("✅"), out[-1].status
         assert loads and not any(inside for _, inside in loads)  # every load before the GPU part
         assert spaces.calls[-1][0] == "_run_on_device" and 0 < spaces.calls[-1][1] <= zerogpu.RUN_CAP_S
         spaces.fail.append(gr.Error(QUOTA, title="ZeroGPU quota exceeded", print_exception=False))
-        refused = list(app.run(target, drafter, "slem", "def f(x):", 0, 0, 1.0, 3, 8, 0, "raw", "cpu", "auto"))
+        refused = list(app.run(target, drafter, "slem", Form("def f(x):", lookahead=3, max_new_tokens=8), "cpu"))
         assert refused[-1].status.startswith("⚠️ **ZeroGPU**") and "quota" in refused[-1].status.lower()
-        bad = list(app.run(target, drafter, "slem", "def f(x):", -1, 0, 1.0, 3, 8, 0, "raw", "cpu", "auto"))
+        bad = list(app.run(target, drafter, "slem", Form("def f(x):", temperature=-1, lookahead=3, max_new_tokens=8),
+                           "cpu"))
         assert "temperature" in bad[-1].status  # refused before the GPU part: no third call was scheduled
         assert len([c for c in spaces.calls if c[0] == "_run_on_device"]) == 2
     finally:

@@ -1,9 +1,10 @@
 """The decoding algorithms, one module each, every one a ``step(session) -> Round`` on the shared core.
 
-Each module declares its :class:`~hsd.algorithms.contract.Algorithm`; this registry is the only list of
-them. Adding an algorithm: write the module, declare its ``ALGORITHM``, and :func:`register` it (below for
-the built-in ones, or from any code for an experiment): ``generate``, the CLI, the benchmark, the advice,
-the report, the app and the pictures read the registry.
+Each module declares its :class:`~hsd.algorithms.contract.Algorithm`; this registry (:data:`ALGORITHMS`) is the
+only list of them. Adding an algorithm: write the module, declare its ``ALGORITHM``, and :func:`register` it
+(below for the built-in ones, or from any code for an experiment): ``generate``, the CLI, the benchmark, the
+advice, the report, the production configurations, the ZeroGPU durations, the losslessness check, the app and
+the pictures read the registry.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ def register(algorithm: Algorithm) -> Algorithm:
 
 def unregister(name: str) -> None:
     ALGORITHMS.pop(name, None)
+
+
+__all__ = ["ALGORITHMS", "Algorithm", "availability", "register", "unregister", "usable_algorithms"]
 
 
 def availability(pair) -> dict[str, str | None]:

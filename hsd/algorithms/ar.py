@@ -20,5 +20,7 @@ def step(s: Session) -> Round:
 
 ALGORITHM = Algorithm(
     "ar", step, needs_drafter=False, proposal_symbol=None, advised=False, dynamic_lookahead=False,
+    long_name="AR (autoregressive decoding)", round_seconds=0.001, shared_noise=True, peer="hf-ar",
+    engine_equivalent="ar", color="#6b7280",
     about="**AR** — plain autoregressive decoding: one target forward per token. The baseline every speedup is "
           "measured against, timed by the same loop.")

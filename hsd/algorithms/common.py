@@ -46,24 +46,17 @@ def commit_verdict(rnd: Round, s: Session, proposal: list[int], v) -> None:
     rnd.t_verify = s.clock.split()
 
 
-#: how the drafter's context follows the emitted text after a round (docs/design.md, Drafter context):
-#: "own" (the default): on a shared vocabulary the drafter reads the target's emitted ids, as SD's does; otherwise
-#: the text around the round's end is re-encoded in context (the drafter's canonical tokenization, on which it
-#: was trained). "canonical": re-encode on a shared vocabulary too (before issue 16). "fixed": keep every kept
-#: token as it is and spell only the new text (the drafter's own accepted drafts are never rewritten).
-#: benchmarks/drafter_context.py measures the three; "fixed" lowers acceptance on the embedded pair.
-DRAFTER_CONTEXT = "own"
-
-
 def close_round(rnd: Round, s: Session, drafted: list[int], proposal: list[int]) -> None:
-    """Record the rejected remainder and bring the drafter's context up to the emitted text."""
+    """Record the rejected remainder and bring the drafter's context up to the emitted text (docs/design.md,
+    *Which tokens the context keeps*): on a shared vocabulary the drafter reads the target's emitted ids, as SD's
+    does; otherwise the text around the round's end is re-encoded in context, the drafter's canonical
+    tokenization, on which it was trained."""
     toks = s.vocab.tokens
     accepted = rnd.lag + sum(len(toks[t] or b"") for t in proposal[:rnd.n_accepted])
     rnd.rejected = rnd.draft[accepted:]
     generated = bytes(s.generated)
-    emitted = [e.token for e in rnd.emitted] if DRAFTER_CONTEXT == "own" and s.pair.vocab.shared else None
+    emitted = [e.token for e in rnd.emitted] if s.pair.vocab.shared else None
     start = len(generated) - sum(len(e.text) for e in rnd.emitted)
-    events, rnd.drafter_dropped = s.drafter.sync(generated, drafted, fixed=DRAFTER_CONTEXT == "fixed",
-                                                 target_ids=emitted, target_start=start)
+    events, rnd.drafter_dropped = s.drafter.sync(generated, drafted, target_ids=emitted, target_start=start)
     rnd.events += events
     rnd.t_convert += s.clock.split()

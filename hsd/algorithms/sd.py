@@ -51,6 +51,8 @@ def _requires(pair) -> str | None:
 ALGORITHM = Algorithm(
     "sd", step, requires=_requires, proposal_symbol="q", draft_symbol="q",
     drafter_prompt=lambda target_ids, encode: target_ids,  # one vocabulary: the drafter reads the target's ids
+    long_name="SD (standard speculative decoding)", round_seconds=0.004, engine_equivalent="sd", color="#8b5cf6",
+    lossless_draws=5000,  # one drafted token per draw, as TLI
     about="**SD** — standard speculative decoding (Leviathan et al. 2023): the drafter proposes k tokens, the target "
           "checks them in one forward and accepts each with probability min(1, p/q); a rejection is replaced by a "
           "sample from the residual max(0, p − q). Needs a **shared vocabulary**.")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..loading import Pair
 from ..paths import PathCounts, path_counts
 from ..psi import Enumerator, Proposer
 from ..sampling import Sampling, pick
@@ -277,17 +278,68 @@ def _record(rnd: Round, s: Session, slots: list[_Slot], psi_seconds: float, draw
     )
 
 
+# --------------------------------------------------------------------------------- the cost on a pair
+
+def pair_cost(pair: Pair) -> dict:
+    """SLRS's cost for the pair at full-support drafting (docs/slrs.md): drafter paths the exact ψ(t) of
+    each target token needs, the share of target tokens that are heavy (proposed as ⊥) at the default
+    ``slrs_max_paths``, and a recommendation."""
+    counts = sorted(path_counts(pair.target.vocab, pair.target.n_logits, pair.drafter.vocab,
+                                pair.drafter.n_logits).paths.values())
+    n = len(counts)
+    heavy = sum(c > MAX_PATHS for c in counts) / max(1, n)
+    p99 = counts[min(n - 1, int(0.99 * n))] if counts else 0
+    if not heavy:
+        advice = (f"every target token's ψ fits in the default budget of {MAX_PATHS} paths: SLRS is exact on all "
+                  "of them.")
+    else:
+        byte_drafter = pair.drafter.vocab.max_token_bytes <= 1
+        advice = (f"{heavy:.1%} of the target's tokens are heavy at the default budget of {MAX_PATHS} paths: when the "
+                  "drafter samples with full support they are proposed as ⊥ and never accepted. ")
+        if p99 <= 4 * MAX_PATHS:
+            advice += f"slrs_max_paths={p99} makes 99% of them light. "
+        if not byte_drafter:
+            advice += ("A byte-level drafter spells each token one way (paths linear in its length); a drafter top-k "
+                       "or greedy drafting counts only paths with positive probability; ")
+        advice += "TLI or SLEM need no ψ at all."
+    return {"default_budget": MAX_PATHS, "heavy_share": heavy, "paths_max": counts[-1] if counts else 0,
+            "paths_mean": sum(counts) / max(1, n), "paths_median": counts[n // 2] if counts else 0,
+            "paths_p99": p99, "recommendation": advice}
+
+
+def _cost_lines(cost: dict) -> list[str]:
+    return [f"slrs cost (drafter paths per exact ψ, full-support drafting): median {cost['paths_median']:,}, "
+            f"mean {cost['paths_mean']:,.0f}, 99th percentile {cost['paths_p99']:,}, worst {cost['paths_max']:,}; "
+            f"heavy at slrs_max_paths={cost['default_budget']}: {cost['heavy_share']:.1%} of target tokens",
+            f"  {cost['recommendation']}"]
+
+
+def _cost_note(cost: dict) -> str:
+    return (f"ψ needs a median of {cost['paths_median']:,} drafter paths per target token (99%: at most "
+            f"{cost['paths_p99']:,}); {cost['heavy_share']:.1%} of target tokens are over the budget of "
+            f"{cost['default_budget']:,} and are proposed as ⊥ (never accepted)")
+
+
 # --------------------------------------------------------------------------------- the contract (registry)
 
-from .contract import Algorithm  # noqa: E402
+from .contract import Algorithm, PairCost  # noqa: E402
 
 ALGORITHM = Algorithm(
-    "slrs", step, proposal_symbol="ψ", draft_symbol="q",
+    "slrs", step, proposal_symbol="ψ", draft_symbol="q", long_name="SLRS (string-level rejection sampling)",
     ideal_drafted=lambda rnd: rnd.drafter_forwards,  # ψ needs extra drafter forwards by design
     summed_extra=("psi_paths", "psi_forwards", "psi_evaluations", "psi_seconds", "psi_bottom", "psi_heavy",
                   "residual_draws"),
     options=("slrs_max_paths", "slrs_max_forwards"), advised=False,
     dynamic_lookahead=False,  # its lookahead counts target positions, each drafted afresh: no threshold applies
+    round_seconds=0.012,  # ψ bookkeeping
+    # a fresh string per target position, and ψ summed over drafter paths (the embedded byte-level drafter
+    # measured 17-23 drafter forwards per emitted token at lookahead 5, docs/slrs.md)
+    drafts_per_position=4,
+    color="#ec4899",
+    lossless_draws=600,  # 4-12 s at T = 1 on code prompts: ψ is drafter work every draw
+    pair_cost=PairCost(pair_cost, _cost_lines, _cost_note, explanation=(
+        "- **SLRS** sums the drafter's paths to every target token: its cost grows with how many drafter tokens a "
+        "target token spans, so long target tokens over a short-token drafter are expensive.")),
     about="**SLRS** — string-level rejection sampling ([paper](https://arxiv.org/abs/2502.05202), Alg. 3): "
           "rejection sampling on the target token, where the proposal probability ψ(t) sums every drafter path "
           "that spells t. Accepts the most when sampling, but computing ψ costs many drafter forwards; this app "
