@@ -3,7 +3,6 @@ scripts/pypi_packages.py)."""
 from __future__ import annotations
 
 import hashlib
-import io
 import sys
 import zipfile
 from pathlib import Path
