@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
-from hsd import forms, lab, planning, policy, zerogpu
+from hsd import catalogue, forms, lab, planning, policy, zerogpu
 from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, SAMPLING, SHARED, STOPPED  # noqa: F401 - the app's API
 
 log = logging.getLogger("hsd.app")
@@ -300,7 +300,7 @@ def stopped(status, advice, *others):
 
 def preset_changed(label):
     """A preset fills both boxes; the line under the choice says what the paper measured for it."""
-    return (*PAIRS.get(label, ("", "")), zerogpu.preset_note(label))
+    return (*PAIRS.get(label, ("", "")), catalogue.pair_note(label))
 
 
 def token_room(target, drafter, form: forms.Form, device="auto", dtype="auto"):
@@ -362,7 +362,7 @@ def build() -> gr.Blocks:
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
                 preset = gr.Dropdown(list(PAIRS), value=EMBEDDED, label="Model pair (target ← drafter)")
-                preset_note = gr.Markdown(zerogpu.preset_note(EMBEDDED), elem_id="hsd-preset-note")
+                preset_note = gr.Markdown(catalogue.pair_note(EMBEDDED), elem_id="hsd-preset-note")
                 target = gr.Textbox(default_target, label="Target (Hub id or local directory)",
                                     info="owner/name@revision pins a branch, tag or commit")
                 drafter = gr.Textbox(default_drafter, label="Drafter (empty: AR only)")
@@ -509,7 +509,7 @@ def build() -> gr.Blocks:
                        [preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens, report,
                         availability, drafter_temperature, draft_threshold, shared_noise],
                        api_visibility="private").then(
-            zerogpu.preset_note, preset, preset_note, api_visibility="private", queue=False).then(
+            catalogue.pair_note, preset, preset_note, api_visibility="private", queue=False).then(
             *room, max_new_tokens, api_visibility="private")
         for box in (target, drafter):  # a new pair: every algorithm is offered until Check pair narrows them
             box.input(lambda: (gr.update(choices=ALGOS), "Pair changed: press **Check pair** to see which "

@@ -22,7 +22,7 @@ import torch  # noqa: E402
 import hsd  # noqa: E402
 from hsd.bench import machine_info, machine_line  # noqa: E402
 from hsd.lab import BAD_DRAFTER, EXAMPLES  # noqa: E402
-from hsd.loading import GALLERY  # noqa: E402
+from hsd.catalogue import GALLERY  # noqa: E402
 
 
 def settings(example) -> dict:

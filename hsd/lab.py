@@ -20,7 +20,7 @@ import hsd
 from . import figures, forms, picture, planning, share, viz, zerogpu
 from .advise import DYNAMIC_LOOKAHEAD, advise_steps, format_advice
 from .bench import run_each
-from .loading import GALLERY
+from .catalogue import GALLERY
 from .machine import device_name
 from .report import compatibility_report, explain, format_report
 

@@ -61,32 +61,6 @@ PRESETS: dict[str, tuple[str, str]] = {name: (str(ASSETS / t.removeprefix("asset
                                               str(ASSETS / d.removeprefix("assets/")))
                                        for name, (t, d) in EMBEDDED.items()}
 DEFAULT_PRESET = "tiny-code"
-#: the pairs an interactive front end offers, label -> (target, drafter): the embedded ones first (they work
-#: offline on a CPU), then pairs from the paper's benchmark and controls; an empty pair for the user's own names.
-#: The Hub pairs' measured speedups, which ones a ZeroGPU Space preloads and which are gated: hsd.zerogpu.SPACE_PRESETS
-GALLERY: dict[str, tuple[str, str]] = {
-    "tiny-code (embedded, offline, CPU)": EMBEDDED["tiny-code"],
-    "tiny-code-bytes (embedded target, byte-level drafter: SLRS at its cheapest)": EMBEDDED["tiny-code-bytes"],
-    "tiny-code-shared (embedded target, same-vocabulary drafter: classic SD)": EMBEDDED["tiny-code-shared"],
-    "tiny-code-sampling (embedded target, drafter trained on its distribution: TLI at T=1)": EMBEDDED[
-        "tiny-code-sampling"],
-    "DeepSeek-R1-Distill-Qwen-14B ← vicuna-68m (paper, reasoning)": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
-                                                                     "double7/vicuna-68m"),
-    "DeepSeek-R1-Distill-Qwen-14B ← DeepSeek-R1-Distill-Qwen-1.5B (same-vocabulary control)": (
-        "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"),
-    "phi-4 ← Qwen2.5-0.5B-Instruct (paper)": ("microsoft/phi-4", "Qwen/Qwen2.5-0.5B-Instruct"),
-    "CodeLlama-13b-Instruct ← tiny_starcoder_py (paper, code)": ("codellama/CodeLlama-13b-Instruct-hf",
-                                                                 "bigcode/tiny_starcoder_py"),
-    "gemma-2-9b-it ← vicuna-68m (paper, text; gated: needs a token)": ("google/gemma-2-9b-it", "double7/vicuna-68m"),
-    "gemma-2-9b-it ← gemma-2-2b-it (same-vocabulary control; gated: needs a token)": ("google/gemma-2-9b-it",
-                                                                                      "google/gemma-2-2b-it"),
-    # gated too (meta-llama); the label is the one app.py's bad-drafter example names
-    "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)": ("meta-llama/Llama-3.1-8B-Instruct",
-                                                                    "Qwen/Qwen2.5-0.5B-Instruct"),
-    "Qwen2.5-1.5B-Instruct ← SmolLM2-135M-Instruct (CPU classroom)": ("Qwen/Qwen2.5-1.5B-Instruct",
-                                                                      "HuggingFaceTB/SmolLM2-135M-Instruct"),
-    "Custom (type Hub ids or local directories)": ("", ""),
-}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 

@@ -37,9 +37,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import loading, planning
+from . import catalogue, loading, planning
 from .advise import DRAFT_THRESHOLDS, DYNAMIC_LOOKAHEAD
 from .algorithms import ALGORITHMS
+from .catalogue import HUB_MODELS, preload_hub_ids
 from .errors import HsdError, ResourceLimitError
 
 log = logging.getLogger("hsd.zerogpu")
@@ -85,139 +86,6 @@ def _spaces():
         return None
 
 
-# ----------------------------------------------------------------------------- presets
-
-@dataclass(frozen=True)
-class Measured:
-    """One speedup over AR from Timor et al.'s benchmark (docs/research/paper.md §3, the hf-bench tables),
-    in tokens per second, on the paper's hardware, with 512 new tokens."""
-
-    algorithm: str  # "slem" (T = 0) and "tli" (T = 1) for different vocabularies, "sd" for a shared one
-    temperature: float
-    speedup: float
-    data: str  # SCROLLS, CNN/DM or HumanEval
-    hardware: str  # as the paper records it ("not recorded" where it did not)
-    source: str = "paper"  # "paper": the benchmark's tables; otherwise where the number comes from
-
-    def text(self) -> str:
-        src = "" if self.source == "paper" else f", {self.source}"
-        return f"{self.speedup:.2f}× with {self.algorithm.upper()} at T={self.temperature:g} ({self.data}, {self.hardware}{src})"
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A Hub pair the app offers (a :data:`hsd.loading.GALLERY` label), what the paper measured for it, and
-    whether a ZeroGPU Space loads it at start-up."""
-
-    label: str
-    preload: bool  # loaded at start-up on ZeroGPU and listed in README.md's preload_from_hub
-    gated: bool = False  # needs an accepted licence and a token: cannot be preloaded
-    measured: tuple[Measured, ...] = ()
-    note: str = ""
-
-    @property
-    def target(self) -> str:
-        return loading.GALLERY[self.label][0]
-
-    @property
-    def drafter(self) -> str:
-        return loading.GALLERY[self.label][1]
-
-    @property
-    def sped_up(self) -> bool | None:
-        """Whether the paper measured a speedup over AR for this pair (at some temperature); ``None`` if it
-        measured nothing."""
-        return any(m.speedup > 1.0 for m in self.measured) if self.measured else None
-
-    def summary(self) -> str:
-        """One Markdown line for the app: what the paper measured, and whether the Space preloads the pair."""
-        if self.measured:
-            faster = [m for m in self.measured if m.speedup > 1.0]
-            slower = [m for m in self.measured if m.speedup <= 1.0]
-            parts = []
-            if faster:
-                parts.append("measured faster than AR: " + "; ".join(m.text() for m in faster))
-            if slower:
-                parts.append("measured **slower** than AR: " + "; ".join(m.text() for m in slower))
-            text = "Paper's benchmark: " + "; ".join(parts) + "."
-        else:
-            text = "Not measured in the paper."
-        if self.note:
-            text += f" {self.note}"
-        if self.gated:
-            text += " Gated: needs a token (an accepted licence and HF_TOKEN), so a Space does not preload it."
-        elif self.preload:
-            text += " Preloaded on the ZeroGPU Space."
-        return text
-
-
-_ADA = ("SCROLLS", "1× RTX 6000 Ada")  # the R1-Distill-Qwen-14B runs
-#: every Hub pair of :data:`hsd.loading.GALLERY`: which a ZeroGPU Space preloads, which are gated, and what the
-#: paper measured. Preloaded: the paper's pairs that are not gated, whose weights fit together (bf16) within
-#: :data:`WEIGHTS_BUDGET` beside the embedded pairs, one measured to speed up and its same-vocabulary control,
-#: sharing the target (14.8 + 0.07 + 1.8 billion parameters, 33 GB).
-SPACE_PRESETS: tuple[Preset, ...] = (
-    Preset("DeepSeek-R1-Distill-Qwen-14B ← vicuna-68m (paper, reasoning)", preload=True,
-           measured=(Measured("slem", 0, 1.59, *_ADA), Measured("tli", 1, 1.59, *_ADA)),
-           note="The 68M drafter beat the in-family 1.5B one on this target."),
-    Preset("DeepSeek-R1-Distill-Qwen-14B ← DeepSeek-R1-Distill-Qwen-1.5B (same-vocabulary control)", preload=True,
-           measured=(Measured("sd", 0, 1.48, *_ADA), Measured("sd", 1, 1.50, *_ADA))),
-    Preset("phi-4 ← Qwen2.5-0.5B-Instruct (paper)", preload=False,
-           measured=(Measured("slem", 0, 1.14, "SCROLLS", "1× H100"), Measured("tli", 1, 1.62, "SCROLLS", "1× H100")),
-           note="Not preloaded: with the 14B pair its 30 GB would pass the ZeroGPU weight budget."),
-    Preset("CodeLlama-13b-Instruct ← tiny_starcoder_py (paper, code)", preload=False,
-           measured=(Measured("slem", 0, 1.90, "HumanEval", "1× A6000",
-                              "Hugging Face's UAG blog, Oct 2024; the paper's own run of this pair was discarded"),),
-           note="Not preloaded (26 GB)."),
-    Preset("gemma-2-9b-it ← vicuna-68m (paper, text; gated: needs a token)", preload=False, gated=True,
-           measured=(Measured("slem", 0, 1.87, "SCROLLS", "1× H100"), Measured("tli", 1, 2.04, "SCROLLS", "1× H100"),
-                     Measured("slem", 0, 1.39, "CNN/DM", "1× H100"), Measured("tli", 1, 1.26, "CNN/DM", "1× H100"),
-                     Measured("slem", 0, 1.49, "HumanEval", "1× H100"),
-                     Measured("tli", 1, 1.46, "HumanEval", "1× H100"))),
-    Preset("gemma-2-9b-it ← gemma-2-2b-it (same-vocabulary control; gated: needs a token)", preload=False, gated=True,
-           measured=(Measured("sd", 0, 3.05, "SCROLLS", "1× H100"), Measured("sd", 1, 2.49, "SCROLLS", "1× H100"),
-                     Measured("sd", 0, 0.92, "CNN/DM", "1× H100"), Measured("sd", 1, 1.13, "CNN/DM", "1× H100"))),
-    Preset("Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)", preload=False, gated=True,
-           measured=(Measured("slem", 0, 0.17, "HumanEval", "not recorded"),
-                     Measured("tli", 1, 1.01, "HumanEval", "not recorded"),
-                     Measured("slem", 0, 0.42, "CNN/DM", "not recorded"),
-                     Measured("tli", 1, 0.87, "CNN/DM", "not recorded"))),
-    Preset("Qwen2.5-1.5B-Instruct ← SmolLM2-135M-Instruct (CPU classroom)", preload=False,
-           note="Small enough for a CPU Space."),
-)
-
-
-def space_preset(label: str) -> Preset | None:
-    """The :class:`Preset` of a GALLERY label, ``None`` for the embedded pairs and the custom entry."""
-    return next((p for p in SPACE_PRESETS if p.label == label), None)
-
-
-def preset_note(label: str) -> str:
-    """What the app says under the pair choice: the paper's measurements of a Hub preset (:meth:`Preset.summary`),
-    or a line for the embedded pairs; ``""`` for the custom entry."""
-    preset = space_preset(label)
-    if preset is not None:
-        return preset.summary()
-    target = loading.GALLERY.get(label, ("", ""))[0]
-    if target and loading.embedded_path(target) is not None:
-        return "Embedded demo pair: works offline on a CPU; the paper did not measure it (see docs/embedded-pair.md)."
-    return ""
-
-
-def preload_hub_ids() -> list[str]:
-    """The Hub models the preloaded presets need, in order: exactly README.md's ``preload_from_hub``."""
-    return list(dict.fromkeys(name for p in SPACE_PRESETS if p.preload for name in (p.target, p.drafter) if name))
-
-
-def startup_presets(zerogpu: bool | None = None) -> dict[str, tuple[str, str]]:
-    """The GALLERY entries to load at start-up: the embedded pairs everywhere, and on ZeroGPU the preloaded
-    Hub presets too (a CPU Space has 16 GB, too little for them)."""
-    zerogpu = on_zerogpu() if zerogpu is None else zerogpu
-    hub = {p.label for p in SPACE_PRESETS if p.preload} if zerogpu else set()
-    return {label: pair for label, pair in loading.GALLERY.items()
-            if pair[0] and (loading.embedded_path(pair[0]) is not None or label in hub)}
-
-
 # ----------------------------------------------------------------------------- sizes
 
 @dataclass(frozen=True)
@@ -229,22 +97,6 @@ class Size:
     width: int = 2
 
 
-#: parameters and layers of the GALLERY's Hub models (their configs and safetensors metadata), so a duration
-#: needs no network; other models are read from their loaded weights, local config or the Hub's metadata
-HUB_MODELS = {
-    "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": (14.77e9, 48),
-    "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": (1.78e9, 28),
-    "double7/vicuna-68m": (0.068e9, 2),
-    "microsoft/phi-4": (14.66e9, 40),
-    "Qwen/Qwen2.5-0.5B-Instruct": (0.494e9, 24),
-    "codellama/CodeLlama-13b-Instruct-hf": (13.0e9, 40),
-    "bigcode/tiny_starcoder_py": (0.164e9, 20),
-    "google/gemma-2-9b-it": (9.24e9, 42),
-    "google/gemma-2-2b-it": (2.61e9, 26),
-    "meta-llama/Llama-3.1-8B-Instruct": (8.03e9, 32),
-    "Qwen/Qwen2.5-1.5B-Instruct": (1.54e9, 28),
-    "HuggingFaceTB/SmolLM2-135M-Instruct": (0.135e9, 30),
-}
 UNKNOWN = (8e9, 32)  # a model whose size cannot be found: assume an 8B one
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 
@@ -278,7 +130,7 @@ def _hub_params(name: str) -> float | None:
 
 def model_size(name: str, device: str = "auto", dtype: str = "auto", zerogpu: bool | None = None) -> Size:
     """A model's :class:`Size`: from the loaded model if the cache holds it; else a local directory's config and
-    weights, :data:`HUB_MODELS`, the Hub's metadata, or :data:`UNKNOWN`. Never raises."""
+    weights, :data:`hsd.catalogue.HUB_MODELS`, the Hub's metadata, or :data:`UNKNOWN`. Never raises."""
     width = _width(dtype, device, zerogpu)
     try:
         for m in list(loading._CACHE.values()):  # noqa: SLF001 - the cache is the one place models live
@@ -291,7 +143,7 @@ def model_size(name: str, device: str = "auto", dtype: str = "auto", zerogpu: bo
             weights = sum(p.stat().st_size for p in path.glob("*.safetensors"))
             return Size(weights / stored, _layers(config), width)
         if name in HUB_MODELS:
-            return Size(*HUB_MODELS[name], width)
+            return Size(HUB_MODELS[name].params, HUB_MODELS[name].layers, width)
         params = _hub_params(name)
         if params:
             return Size(params, UNKNOWN[1], width)
@@ -314,7 +166,7 @@ def resident_bytes() -> int:
 
 def preset_bytes() -> float:
     """Bytes in bf16 of the Hub models the ZeroGPU Space preloads (the embedded pairs add under 20 MB)."""
-    return sum(HUB_MODELS[name][0] * 2 for name in preload_hub_ids())
+    return sum(HUB_MODELS[name].params * 2 for name in preload_hub_ids())
 
 
 # ----------------------------------------------------------------------------- the duration model
@@ -589,8 +441,8 @@ def advise_duration(target, drafter, form, device="auto", dtype="auto") -> int:
 
 
 #: the app's default request (its form's initial values), which the quota sentences above are computed for
-DEFAULT_REQUEST = dict(target=loading.GALLERY["tiny-code (embedded, offline, CPU)"][0],
-                       drafter=loading.GALLERY["tiny-code (embedded, offline, CPU)"][1], algorithm="slem",
+DEFAULT_REQUEST = dict(target=loading.EMBEDDED["tiny-code"][0], drafter=loading.EMBEDDED["tiny-code"][1],
+                       algorithm="slem",
                        prompt="def fibonacci(n):", temperature=0, top_k=0, top_p=1.0, lookahead=5,
                        max_new_tokens=96, seed=0, mode="raw", device="auto", dtype="auto")
 
@@ -886,13 +738,13 @@ def preload_device() -> str:
 
 def preload(presets: dict[str, tuple[str, str]] | None = None, *, device: str | None = None, dtype: str = "auto",
             log_to: logging.Logger | None = None) -> list[str]:
-    """Load presets (label -> (target, drafter); default :func:`startup_presets`) at start-up, in the main
-    process, through :mod:`hsd.planning` and :mod:`hsd.loading`'s cache, onto ``device`` (default
+    """Load presets (label -> (target, drafter); default :func:`hsd.catalogue.startup_pairs`) at start-up, in the
+    main process, through :mod:`hsd.planning` and :mod:`hsd.loading`'s cache, onto ``device`` (default
     :func:`preload_device`: ``cuda`` on ZeroGPU, which ``spaces`` emulates outside GPU functions, so ``spaces``
     is imported first). The cache's cap is raised to hold them all and one more pair. A preset that
     fails (not downloadable, too large for this machine) is logged and skipped; returns the labels loaded."""
     out = log_to or log
-    presets = startup_presets() if presets is None else dict(presets)
+    presets = catalogue.startup_pairs(on_zerogpu()) if presets is None else dict(presets)
     device = device or preload_device()
     if on_zerogpu():
         _spaces()  # its CUDA emulation must be in place before anything is placed on cuda

@@ -16,7 +16,7 @@ import pytest
 from huggingface_hub import SpaceCard
 
 import hsd
-from hsd import cli, loading, planning, zerogpu
+from hsd import catalogue, cli, loading, planning, zerogpu
 from hsd.forms import Form
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -249,7 +249,7 @@ def test_advise_duration_counts_a_dynamic_lookahead_run_per_draft_threshold(monk
 
 def test_presets_are_loaded_at_start_up_before_any_gpu_call(spaces, loads, monkeypatch, caplog):
     monkeypatch.setattr(zerogpu, "preload_device", lambda: "cpu")  # ZeroGPU's cuda, played by the CPU here
-    embedded = zerogpu.startup_presets(zerogpu=False)
+    embedded = catalogue.startup_pairs(zerogpu=False)
     assert set(embedded) == {EMBEDDED, "tiny-code-bytes (embedded target, byte-level drafter: SLRS at its cheapest)",
                              "tiny-code-shared (embedded target, same-vocabulary drafter: classic SD)",
                              "tiny-code-sampling (embedded target, drafter trained on its distribution: TLI at T=1)"}
@@ -259,7 +259,7 @@ def test_presets_are_loaded_at_start_up_before_any_gpu_call(spaces, loads, monke
     assert loaded == list(embedded)  # the broken one is logged, not raised
     assert "could not preload broken" in caplog.text
     assert loading.MAX_CACHED_MODELS >= 5 + 1 + 2  # every preset model and one more pair stay cached
-    target, drafter = loading.GALLERY[EMBEDDED]
+    target, drafter = catalogue.GALLERY[EMBEDDED]
     assert zerogpu.pair_loaded(target, drafter, "cpu") and zerogpu.missing_models(target, drafter, "cpu") == []
     loaded_before = len(loads)  # the five embedded models, and the broken preset's attempt
     assert loaded_before == 6 and not any(in_gpu for _, in_gpu in loads)
@@ -407,36 +407,35 @@ def front_matter():
 
 def test_preload_from_hub_lists_exactly_what_the_presets_need():
     data = front_matter()
-    assert data.preload_from_hub == zerogpu.preload_hub_ids()
-    assert set(zerogpu.preload_hub_ids()) == {n for label, pair in zerogpu.startup_presets(zerogpu=True).items()
-                                               for n in pair if n and loading.embedded_path(n) is None}
-    hub = list(dict.fromkeys(n for pair in loading.GALLERY.values() for n in pair if n and not n.startswith("assets/")))
+    assert data.preload_from_hub == catalogue.preload_hub_ids()
+    assert set(catalogue.preload_hub_ids()) == {n for label, pair in catalogue.startup_pairs(zerogpu=True).items()
+                                                for n in pair if n and loading.embedded_path(n) is None}
+    hub = list(dict.fromkeys(n for pair in catalogue.GALLERY.values() for n in pair if n and not n.startswith("assets/")))
     assert data.models == hub  # the Space card links every Hub model it offers
     assert data.python_version in zerogpu.SUPPORTED_PYTHON and data.python_version == zerogpu.SPACE_PYTHON
 
 
 def test_every_hub_pair_is_described_and_the_preloaded_ones_can_be():
-    hub_labels = [label for label, (t, _) in loading.GALLERY.items() if t and not t.startswith("assets/")]
-    assert sorted(p.label for p in zerogpu.SPACE_PRESETS) == sorted(hub_labels)
-    for p in zerogpu.SPACE_PRESETS:
+    hub_labels = [label for label, (t, _) in catalogue.GALLERY.items() if t and not t.startswith("assets/")]
+    assert [p.label for p in catalogue.HUB_PAIRS] == hub_labels
+    assert set(catalogue.HUB_MODELS) == {n for p in catalogue.HUB_PAIRS for n in (p.target, p.drafter)}  # one list
+    for p in catalogue.HUB_PAIRS:
         names = [n for n in (p.target, p.drafter) if n]
         gated = any(n.split("/")[0] in ("google", "meta-llama") for n in names)
         assert p.gated == gated, p.label
         assert not (p.preload and p.gated), p.label  # gated models cannot be preloaded
-        assert all(n in zerogpu.HUB_MODELS for n in names), p.label
         if p.preload:
             assert p.measured and p.sped_up is not None, p.label  # measured by the paper's benchmark
-            assert all(zerogpu.HUB_MODELS[n][0] * 2 <= zerogpu.GPU_BYTES for n in names)
-    preloaded = [p for p in zerogpu.SPACE_PRESETS if p.preload]
+            assert all(catalogue.HUB_MODELS[n].params * 2 <= zerogpu.GPU_BYTES for n in names)
+    preloaded = [p for p in catalogue.HUB_PAIRS if p.preload]
     assert any(p.sped_up for p in preloaded)
     assert zerogpu.preset_bytes() <= zerogpu.WEIGHTS_BUDGET < zerogpu.XLARGE_THRESHOLD_BYTES
-    r1 = zerogpu.space_preset("DeepSeek-R1-Distill-Qwen-14B ← vicuna-68m (paper, reasoning)")
+    r1 = catalogue.hub_pair("DeepSeek-R1-Distill-Qwen-14B ← vicuna-68m (paper, reasoning)")
     assert "1.59× with SLEM at T=0" in r1.summary() and "Preloaded on the ZeroGPU Space" in r1.summary()
-    bad = zerogpu.space_preset("Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)")
+    bad = catalogue.hub_pair("Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)")
     assert "**slower** than AR: 0.17× with SLEM" in bad.summary() and "Gated" in bad.summary()
-    assert zerogpu.space_preset(EMBEDDED) is None and "offline" in zerogpu.preset_note(EMBEDDED)
-    assert zerogpu.preset_note(r1.label) == r1.summary() and zerogpu.preset_note("Custom (type Hub ids or local "
-                                                                                 "directories)") == ""
+    assert catalogue.hub_pair(EMBEDDED) is None and "offline" in catalogue.pair_note(EMBEDDED)
+    assert catalogue.pair_note(r1.label) == r1.summary() and catalogue.pair_note(catalogue.CUSTOM) == ""
 
 
 def test_space_push_dry_run_for_zerogpu_writes_requirements_with_a_supported_torch(tmp_path, capsys, monkeypatch):
@@ -449,7 +448,7 @@ def test_space_push_dry_run_for_zerogpu_writes_requirements_with_a_supported_tor
         [f"torch=={zerogpu.SPACE_TORCH}"]
     assert zerogpu.SPACE_TORCH in zerogpu.SUPPORTED_TORCH and "pytest" not in "\n".join(requirements)
     card = SpaceCard((out / "README.md").read_text()).data
-    assert card.python_version == zerogpu.SPACE_PYTHON and card.preload_from_hub == zerogpu.preload_hub_ids()
+    assert card.python_version == zerogpu.SPACE_PYTHON and card.preload_from_hub == catalogue.preload_hub_ids()
     assert (out / "app.py").read_bytes() == (ROOT / "app.py").read_bytes()
     assert cli.main(["space", "push", "someone/hsd-demo", "--out", str(tmp_path / "x")]) == 2  # only with --dry-run
 
@@ -473,7 +472,7 @@ def test_the_app_loads_outside_its_gpu_functions_and_reports_a_quota_error(space
                         "advise_live": app._advise_on_device}[name]
             assert list(inspect.signature(gpu_part).parameters) == SIGNATURES[name], name
         assert preloaded, "the presets load at start-up on ZeroGPU"
-        target, drafter = loading.GALLERY[EMBEDDED]
+        target, drafter = catalogue.GALLERY[EMBEDDED]
         out = list(app.run(target, drafter, "slem", Form("def f(x):", lookahead=3, max_new_tokens=8), "cpu"))
         assert out[-1].status.startswith("✅"), out[-1].status
         assert loads and not any(inside for _, inside in loads)  # every load before the GPU part
