@@ -12,6 +12,7 @@ import inspect
 import logging
 import os
 import time
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
@@ -351,208 +352,227 @@ def _event(handler, inputs: list, boxes: dict) -> tuple:
     return fn, components
 
 
-def build() -> gr.Blocks:
+def _controls(ui: SimpleNamespace) -> None:
+    """The left column, onto ``ui``: the pair, the algorithm and the decoding form."""
     default_target, default_drafter = PAIRS[EMBEDDED]
+    ui.preset = gr.Dropdown(list(PAIRS), value=EMBEDDED, label="Model pair (target ← drafter)")
+    ui.preset_note = gr.Markdown(catalogue.pair_note(EMBEDDED), elem_id="hsd-preset-note")
+    ui.target = gr.Textbox(default_target, label="Target (Hub id or local directory)",
+                           info="owner/name@revision pins a branch, tag or commit")
+    ui.drafter = gr.Textbox(default_drafter, label="Drafter (empty: AR only)")
+    ui.algorithm = gr.Radio(ALGOS, value="slem", label="Algorithm", elem_id="hsd-algorithm")
+    ui.check_btn = gr.Button("Check pair", size="sm")
+    ui.availability = gr.Markdown("Checking the pair…", elem_id="hsd-availability")
+    with gr.Accordion("Decoding settings", open=True):
+        ui.temperature = gr.Number(0, label="temperature", elem_id="hsd-temperature", step=0.1,
+                                   info=f"0 = greedy; {forms.TEMPERATURE[0]:g}..{forms.TEMPERATURE[1]:g}")
+        ui.lookahead = gr.Number(5, label="lookahead k", precision=0, step=1,
+                                 info=f"{forms.LOOKAHEAD[0]}..{forms.LOOKAHEAD[1]}. {forms.LOOKAHEAD_INFO}")
+        ui.max_new_tokens = gr.Number(96, label="max new tokens", precision=0, step=8,
+                                      info=f"1..{MAX_NEW_TOKENS}", elem_id="hsd-max-new-tokens")
+        ui.record = gr.Checkbox(False, label="record distributions (for the position picture)",
+                                info="keeps p, the proposal and the residual of each verified position")
+        with gr.Row():
+            ui.top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0)
+            ui.top_p = gr.Number(1.0, label="top-p", minimum=0.01, maximum=1.0)
+            ui.seed = gr.Number(0, label="seed", precision=0)
+        ui.drafter_temperature = gr.Number(None, label="drafter temperature", step=0.1,
+                                           elem_id="hsd-drafter-temperature",
+                                           info="empty = the target's; 0 = a greedy drafter (often more "
+                                                "exact matches for SLEM). Changes acceptance, never the "
+                                                "output")
+        ui.draft_threshold = gr.Number(None, label="draft threshold (dynamic lookahead)", step=0.05,
+                                       elem_id="hsd-draft-threshold",
+                                       info="SD, SLEM, TLI: stop a round's draft after a token the drafter "
+                                            "gives less than this; empty or 0 = draft all k")
+        ui.shared_noise = gr.Checkbox(False, label="shared noise (AR and SLEM)", elem_id="hsd-shared-noise",
+                                      info="both models draw from one seeded noise field over the text: "
+                                           "SLEM accepts more when sampling, and its text is AR's text "
+                                           "for the same seed, token for token (docs/coupling.md)")
+    with gr.Accordion("Prompt format, device, dtype", open=False):
+        ui.mode = gr.Radio(["raw", "chat"], value="raw", label="prompt",
+                           info="chat: each model's own chat template")
+        ui.parse_special = gr.Checkbox(True, label="read special-token text in the prompt as the token",
+                                       info="e.g. <|endoftext|>; off: plain text (raw prompts only)")
+        ui.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="device")
+        ui.dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="dtype")
+
+
+def _views(ui: SimpleNamespace) -> None:
+    """The right column, onto ``ui``: the prompt, the buttons, the status line and the tabs."""
+    ui.prompt = gr.Textbox(EXAMPLES[0][2], lines=4, label="Prompt")  # the first example's
+    with gr.Row():
+        ui.run_btn = gr.Button("Run", variant="primary")
+        ui.compare_btn = gr.Button("Compare all algorithms")
+        ui.stop_btn = gr.Button("Stop", variant="stop")
+    ui.status = gr.Markdown(elem_id="hsd-status")
+    with gr.Tabs():
+        with gr.Tab("Output"):
+            ui.show_rejected = gr.Checkbox(False, label="show rejected drafts (struck through)",
+                                           info="on by default for greedy runs only")
+            ui.output = gr.HTML(elem_id="hsd-output")
+            ui.rounds_plot = gr.Plot(label="Rounds", elem_id="hsd-rounds-plot")
+            with gr.Row():
+                ui.download_btn = gr.Button("Download this run (JSON and HTML)", size="sm")
+                ui.run_files = gr.File(label="this run", file_count="multiple", elem_id="hsd-run-files")
+                ui.saved = gr.File(label="show a saved run (.json): no models run", file_types=[".json"],
+                                   elem_id="hsd-load-run")
+        with gr.Tab("Rounds: token boundaries"):
+            gr.Markdown("Top: the drafter's tokens. Middle: the draft string. Bottom: the target's "
+                        f"proposed tokens and their verification. {lab.COLUMNS_HELP}")
+            with gr.Row():
+                ui.prev_btn = gr.Button("◀ previous round", size="sm")
+                ui.round_idx = gr.Slider(0, 1, value=0, step=1, label="round")
+                ui.next_btn = gr.Button("next round ▶", size="sm")
+            ui.round_view = gr.HTML(NO_RUN, elem_id="hsd-round")
+            gr.Markdown("**Why the output is the target's**: for a verified position, the target's p, "
+                        "the proposal, the accepted mass min(p, proposal) and the residual a rejection "
+                        "samples from (tick *record distributions* before the run).")
+            ui.picture_position = gr.Dropdown([], label="verified position", elem_id="hsd-picture-position")
+            ui.picture_plot = gr.Plot(label="rejection sampling at this position", elem_id="hsd-picture")
+            ui.picture_text = gr.Markdown(elem_id="hsd-picture-text")
+        with gr.Tab("Compare"), gr.Column(elem_id="hsd-compare"):
+            ui.badge = gr.HTML(elem_id="hsd-badge")
+            with gr.Row():
+                ui.speedup = gr.Plot(label="speedup", elem_id="hsd-speedup")
+                ui.tokens_time = gr.Plot(label="tokens vs time")
+            with gr.Row():
+                ui.histogram = gr.Plot(label="acceptance length")
+                ui.positions = gr.Plot(label="acceptance by position")
+            ui.time_split = gr.Plot(label="time split")
+            ui.table = gr.DataFrame(label="summary", interactive=False)
+            ui.csv = gr.File(label="summary as CSV")
+        with gr.Tab("Lossless?"), gr.Column(elem_id="hsd-lossless"):
+            gr.Markdown("Draw the **next token** many times with AR and with the chosen algorithm at the "
+                        "current settings, and compare both histograms with the target's exact "
+                        "distribution. An exact sampler's distance stays under the noise floor.")
+            with gr.Row():
+                ui.draws = gr.Number(0, label="draws (0: the algorithm's default, about 15 s on a 2-core "
+                                        "CPU)", precision=0, elem_id="hsd-draws")
+                ui.lossless_btn = gr.Button("Check losslessness")
+            ui.lossless_status = gr.Markdown(elem_id="hsd-lossless-status")
+            ui.lossless_plot = gr.Plot(label="next-token histograms", elem_id="hsd-lossless-plot")
+        with gr.Tab("Drafters"), gr.Column(elem_id="hsd-drafters"):
+            gr.Markdown("Several drafters for the target above, on held-out code prompts, each measured "
+                        "against AR in the same run, with `advise`'s prediction beside the measurement.")
+            with gr.Row():
+                ui.drafter_names = gr.Textbox(lab.default_drafters(), lines=3, scale=3,
+                                              label="drafters (one per line: Hub id or local directory)")
+                with gr.Column(scale=1):
+                    ui.drafters_algorithm = gr.Dropdown(["best", *(a for a in ALGOS if a != "ar")],
+                                                        value="best", label="algorithm",
+                                                        info="best: each drafter's fastest")
+                    ui.num_prompts = gr.Number(2, label="prompts", precision=0, minimum=1, maximum=16,
+                                               elem_id="hsd-drafters-prompts")
+            ui.drafters_btn = gr.Button("Compare drafters")
+            ui.drafters_status = gr.Markdown(elem_id="hsd-drafters-status")
+            ui.drafters_plot = gr.Plot(label="drafters", elem_id="hsd-drafters-plot")
+            ui.drafters_table = gr.DataFrame(label="one row per drafter", interactive=False)
+            ui.drafters_csv = gr.File(label="every drafter and algorithm as CSV")
+        with gr.Tab("Compatibility"):
+            ui.report = gr.Markdown("Press **Check pair**.")
+            with gr.Row():
+                ui.advise_btn = gr.Button("Advise: predict the best algorithm and lookahead", size="sm")
+                ui.production_btn = gr.Button("Production: vLLM and Transformers settings", size="sm")
+            ui.advice = gr.Markdown(elem_id="hsd-advice")
+            ui.production_md = gr.Markdown(elem_id="hsd-production")
+        with gr.Tab("Algorithms"):
+            gr.Markdown(lab.about_algorithms())
+    ui.examples = gr.Dataset(
+           components=[ui.prompt], samples=[[text] for _, _, text, *_ in EXAMPLES], type="index",
+           sample_labels=[label for label, *_ in EXAMPLES], elem_id="hsd-examples",
+           label="Examples: greedy code completion (where SLEM pays on the embedded pair), classic SD with "
+                 "a drafter that shares the target's tokenizer, sampling with the greedy drafter (where it "
+                 "does not pay) and with a drafter trained on the target's distribution (where it pays), "
+                 "SLEM sampling with shared noise (it writes AR's very text), SLRS with a byte-level "
+                 "drafter, a bad drafter (needs a GPU and a Hub token)")
+
+
+def _wire(demo: gr.Blocks, ui: SimpleNamespace) -> None:
+    """Every event of the page. The long handlers take the pair, the algorithm and the form as one value
+    (:func:`_event`): each box of the form is the ``ui`` component named after its :class:`hsd.forms.Form` field."""
+    boxes = {name: getattr(ui, name) for name in forms.FORM_FIELDS}
+
+    def wired(handler, *inputs):
+        return _event(handler, list(inputs), boxes)
+
+    room = wired(token_room, ui.target, ui.drafter, FORM, ui.device, ui.dtype)
+    _wire_pair(demo, ui, room)
+    _wire_runs(ui, wired)
+
+
+def _wire_pair(demo: gr.Blocks, ui: SimpleNamespace, room: tuple) -> None:
+    """Choosing a pair or an example, checking it, and the max-new-tokens hint (``room``) that follows each. Checking
+    a pair loads it on the CPU side and never waits in (or holds) the GPU queue."""
+    pair_in, check_out = [ui.target, ui.drafter, ui.device, ui.dtype, ui.algorithm], [ui.report, ui.availability,
+                                                                                      ui.algorithm]
+    private = dict(api_visibility="private")
+    ui.preset.input(preset_changed, ui.preset, [ui.target, ui.drafter, ui.preset_note], api_name="preset").then(
+        pair_changed, pair_in, check_out, **private).then(*room, ui.max_new_tokens, **private)
+    filled = [ui.preset, ui.target, ui.drafter, ui.prompt, ui.algorithm, ui.temperature, ui.lookahead,
+              ui.max_new_tokens, ui.report, ui.availability, ui.drafter_temperature, ui.draft_threshold,
+              ui.shared_noise]
+    ui.examples.click(example_chosen, [ui.examples, ui.device, ui.dtype], filled, **private).then(
+        catalogue.pair_note, ui.preset, ui.preset_note, queue=False, **private).then(
+        *room, ui.max_new_tokens, **private)
+    for box in (ui.target, ui.drafter):  # a new pair: every algorithm is offered until Check pair narrows them
+        box.input(lambda: (gr.update(choices=ALGOS), "Pair changed: press **Check pair** to see which "
+                           "algorithms apply."), None, [ui.algorithm, ui.availability], queue=False, **private)
+    ui.temperature.change(lambda t: gr.update(value=isinstance(t, (int, float)) and t == 0), ui.temperature,
+                          ui.show_rejected, queue=False, **private)
+    demo.load(check_pair, pair_in, check_out, **private).then(*room, ui.max_new_tokens, **private)
+    ui.check_btn.click(check_pair, pair_in, check_out, api_name="check").then(*room, ui.max_new_tokens, **private)
+    ui.prompt.blur(*room, ui.max_new_tokens, **private)
+
+
+def _wire_runs(ui: SimpleNamespace, wired) -> None:
+    """Run, Compare, Lossless?, Advise, Drafters and Production (one GPU slot between them), Stop, the round view,
+    the position picture and the run's files."""
+    gpu = dict(concurrency_id="gpu", concurrency_limit=1)
+    pair, where = (ui.target, ui.drafter), (ui.device, ui.dtype)
+    run_out = [ui.status, ui.output, ui.round_idx, ui.round_view, ui.rounds_plot, ui.state]
+    runs = [ui.run_btn.click(*wired(run, *pair, ui.algorithm, FORM, *where, ui.show_rejected), run_out,
+                             api_name="run", **gpu)]
+    runs[0].then(picture_positions, ui.state, ui.picture_position, api_visibility="private", queue=False)
+    runs.append(ui.compare_btn.click(*wired(compare, *pair, FORM, *where),
+                                     [ui.status, ui.badge, ui.speedup, ui.tokens_time, ui.histogram, ui.positions,
+                                      ui.time_split, ui.table, ui.csv], api_name="compare", **gpu))
+    runs.append(ui.lossless_btn.click(*wired(lossless_check, *pair, ui.algorithm, ui.draws, FORM, *where),
+                                      [ui.lossless_status, ui.lossless_plot], api_name="lossless", **gpu))
+    runs.append(ui.advise_btn.click(*wired(advise_live, *pair, FORM, *where), ui.advice, api_name="advise", **gpu))
+    runs.append(ui.drafters_btn.click(
+        *wired(drafters, ui.target, ui.drafter_names, ui.drafters_algorithm, ui.num_prompts, FORM, *where),
+        [ui.drafters_status, ui.drafters_plot, ui.drafters_table, ui.drafters_csv], api_name="drafters", **gpu))
+    ui.production_btn.click(*wired(production, *pair, ui.algorithm, FORM, *where), ui.production_md,
+                            api_name="production")
+    busy = [ui.status, ui.advice, ui.drafters_status, ui.lossless_status]
+    ui.stop_btn.click(None, cancels=runs, api_visibility="private").then(
+        stopped, busy, busy, api_visibility="private", concurrency_limit=None)
+    ui.picture_position.change(show_picture, [ui.state, ui.picture_position], [ui.picture_plot, ui.picture_text],
+                               api_name="picture", concurrency_limit=4)
+    ui.download_btn.click(download, ui.state, ui.run_files, api_name="download", concurrency_limit=4)
+    ui.saved.upload(load_saved, ui.saved, run_out, api_name="load_run", concurrency_limit=4).then(
+        picture_positions, ui.state, ui.picture_position, api_visibility="private", queue=False)
+    ui.round_idx.change(show_round, [ui.state, ui.round_idx], ui.round_view, api_name="round", concurrency_limit=4)
+    ui.prev_btn.click(lambda s, i: step_round(s, i, -1), [ui.state, ui.round_idx], ui.round_idx, api_name="prev_round")
+    ui.next_btn.click(lambda s, i: step_round(s, i, 1), [ui.state, ui.round_idx], ui.round_idx, api_name="next_round")
+    ui.show_rejected.change(rerender, [ui.state, ui.show_rejected], ui.output, api_name="rerender",
+                            concurrency_limit=4)
+
+
+def build() -> gr.Blocks:
     with gr.Blocks(title="hsd · speculative decoding across vocabularies") as demo:
         gr.Markdown(f"# hsd · lossless speculative decoding across different vocabularies\nA small drafter "
                     "proposes, a big target verifies, and the output is exactly what the target alone would have "
                     f"produced, even when the two models use different tokenizers. Algorithms from Timor et al., "
                     f"ICML 2025 ([arXiv 2502.05202]({PAPER})). The embedded pair is a pair of small demo models.")
-        state = gr.State(None)
+        ui = SimpleNamespace(state=gr.State(None))
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
-                preset = gr.Dropdown(list(PAIRS), value=EMBEDDED, label="Model pair (target ← drafter)")
-                preset_note = gr.Markdown(catalogue.pair_note(EMBEDDED), elem_id="hsd-preset-note")
-                target = gr.Textbox(default_target, label="Target (Hub id or local directory)",
-                                    info="owner/name@revision pins a branch, tag or commit")
-                drafter = gr.Textbox(default_drafter, label="Drafter (empty: AR only)")
-                algorithm = gr.Radio(ALGOS, value="slem", label="Algorithm", elem_id="hsd-algorithm")
-                check_btn = gr.Button("Check pair", size="sm")
-                availability = gr.Markdown("Checking the pair…", elem_id="hsd-availability")
-                with gr.Accordion("Decoding settings", open=True):
-                    temperature = gr.Number(0, label="temperature", elem_id="hsd-temperature", info=f"0 = greedy; {forms.TEMPERATURE[0]:g}.."
-                                            f"{forms.TEMPERATURE[1]:g}", step=0.1)
-                    lookahead = gr.Number(5, label="lookahead k", precision=0, step=1,
-                                          info=f"{forms.LOOKAHEAD[0]}..{forms.LOOKAHEAD[1]}. {forms.LOOKAHEAD_INFO}")
-                    max_new_tokens = gr.Number(96, label="max new tokens", precision=0, step=8,
-                                               info=f"1..{MAX_NEW_TOKENS}", elem_id="hsd-max-new-tokens")
-                    record = gr.Checkbox(False, label="record distributions (for the position picture)",
-                                         info="keeps p, the proposal and the residual of each verified position")
-                    with gr.Row():
-                        top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0)
-                        top_p = gr.Number(1.0, label="top-p", minimum=0.01, maximum=1.0)
-                        seed = gr.Number(0, label="seed", precision=0)
-                    drafter_temperature = gr.Number(None, label="drafter temperature", step=0.1,
-                                                    elem_id="hsd-drafter-temperature",
-                                                    info="empty = the target's; 0 = a greedy drafter (often more "
-                                                         "exact matches for SLEM). Changes acceptance, never the "
-                                                         "output")
-                    draft_threshold = gr.Number(None, label="draft threshold (dynamic lookahead)", step=0.05,
-                                                elem_id="hsd-draft-threshold",
-                                                info="SD, SLEM, TLI: stop a round's draft after a token the drafter "
-                                                     "gives less than this; empty or 0 = draft all k")
-                    shared_noise = gr.Checkbox(False, label="shared noise (AR and SLEM)", elem_id="hsd-shared-noise",
-                                               info="both models draw from one seeded noise field over the text: "
-                                                    "SLEM accepts more when sampling, and its text is AR's text "
-                                                    "for the same seed, token for token (docs/coupling.md)")
-                with gr.Accordion("Prompt format, device, dtype", open=False):
-                    mode = gr.Radio(["raw", "chat"], value="raw", label="prompt",
-                                    info="chat: each model's own chat template")
-                    parse_special = gr.Checkbox(True, label="read special-token text in the prompt as the token",
-                                                info="e.g. <|endoftext|>; off: plain text (raw prompts only)")
-                    device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="device")
-                    dtype = gr.Dropdown(["auto", "float32", "bfloat16", "float16"], value="auto", label="dtype")
+                _controls(ui)
             with gr.Column(scale=3):
-                prompt = gr.Textbox(EXAMPLES[0][2], lines=4, label="Prompt")  # the first example's
-                with gr.Row():
-                    run_btn = gr.Button("Run", variant="primary")
-                    compare_btn = gr.Button("Compare all algorithms")
-                    stop_btn = gr.Button("Stop", variant="stop")
-                status = gr.Markdown(elem_id="hsd-status")
-                with gr.Tabs():
-                    with gr.Tab("Output"):
-                        show_rejected = gr.Checkbox(False, label="show rejected drafts (struck through)",
-                                                    info="on by default for greedy runs only")
-                        output = gr.HTML(elem_id="hsd-output")
-                        rounds_plot = gr.Plot(label="Rounds", elem_id="hsd-rounds-plot")
-                        with gr.Row():
-                            download_btn = gr.Button("Download this run (JSON and HTML)", size="sm")
-                            run_files = gr.File(label="this run", file_count="multiple", elem_id="hsd-run-files")
-                            saved = gr.File(label="show a saved run (.json): no models run", file_types=[".json"],
-                                            elem_id="hsd-load-run")
-                    with gr.Tab("Rounds: token boundaries"):
-                        gr.Markdown("Top: the drafter's tokens. Middle: the draft string. Bottom: the target's "
-                                    f"proposed tokens and their verification. {lab.COLUMNS_HELP}")
-                        with gr.Row():
-                            prev_btn = gr.Button("◀ previous round", size="sm")
-                            round_idx = gr.Slider(0, 1, value=0, step=1, label="round")
-                            next_btn = gr.Button("next round ▶", size="sm")
-                        round_view = gr.HTML(NO_RUN, elem_id="hsd-round")
-                        gr.Markdown("**Why the output is the target's**: for a verified position, the target's p, "
-                                    "the proposal, the accepted mass min(p, proposal) and the residual a rejection "
-                                    "samples from (tick *record distributions* before the run).")
-                        picture_position = gr.Dropdown([], label="verified position", elem_id="hsd-picture-position")
-                        picture_plot = gr.Plot(label="rejection sampling at this position", elem_id="hsd-picture")
-                        picture_text = gr.Markdown(elem_id="hsd-picture-text")
-                    with gr.Tab("Compare"), gr.Column(elem_id="hsd-compare"):
-                        badge = gr.HTML(elem_id="hsd-badge")
-                        with gr.Row():
-                            speedup = gr.Plot(label="speedup", elem_id="hsd-speedup")
-                            tokens_time = gr.Plot(label="tokens vs time")
-                        with gr.Row():
-                            histogram = gr.Plot(label="acceptance length")
-                            positions = gr.Plot(label="acceptance by position")
-                        time_split = gr.Plot(label="time split")
-                        table = gr.DataFrame(label="summary", interactive=False)
-                        csv = gr.File(label="summary as CSV")
-                    with gr.Tab("Lossless?"), gr.Column(elem_id="hsd-lossless"):
-                        gr.Markdown("Draw the **next token** many times with AR and with the chosen algorithm at the "
-                                    "current settings, and compare both histograms with the target's exact "
-                                    "distribution. An exact sampler's distance stays under the noise floor.")
-                        with gr.Row():
-                            draws = gr.Number(0, label="draws (0: the algorithm's default, about 15 s on a 2-core "
-                                                 "CPU)", precision=0, elem_id="hsd-draws")
-                            lossless_btn = gr.Button("Check losslessness")
-                        lossless_status = gr.Markdown(elem_id="hsd-lossless-status")
-                        lossless_plot = gr.Plot(label="next-token histograms", elem_id="hsd-lossless-plot")
-                    with gr.Tab("Drafters"), gr.Column(elem_id="hsd-drafters"):
-                        gr.Markdown("Several drafters for the target above, on held-out code prompts, each measured "
-                                    "against AR in the same run, with `advise`'s prediction beside the measurement.")
-                        with gr.Row():
-                            drafter_names = gr.Textbox(lab.default_drafters(), lines=3, scale=3,
-                                                       label="drafters (one per line: Hub id or local directory)")
-                            with gr.Column(scale=1):
-                                drafters_algorithm = gr.Dropdown(["best", *(a for a in ALGOS if a != "ar")],
-                                                                 value="best", label="algorithm",
-                                                                 info="best: each drafter's fastest")
-                                num_prompts = gr.Number(2, label="prompts", precision=0, minimum=1, maximum=16,
-                                                        elem_id="hsd-drafters-prompts")
-                        drafters_btn = gr.Button("Compare drafters")
-                        drafters_status = gr.Markdown(elem_id="hsd-drafters-status")
-                        drafters_plot = gr.Plot(label="drafters", elem_id="hsd-drafters-plot")
-                        drafters_table = gr.DataFrame(label="one row per drafter", interactive=False)
-                        drafters_csv = gr.File(label="every drafter and algorithm as CSV")
-                    with gr.Tab("Compatibility"):
-                        report = gr.Markdown("Press **Check pair**.")
-                        with gr.Row():
-                            advise_btn = gr.Button("Advise: predict the best algorithm and lookahead", size="sm")
-                            production_btn = gr.Button("Production: vLLM and Transformers settings", size="sm")
-                        advice = gr.Markdown(elem_id="hsd-advice")
-                        production_md = gr.Markdown(elem_id="hsd-production")
-                    with gr.Tab("Algorithms"):
-                        gr.Markdown(lab.about_algorithms())
-                examples = gr.Dataset(
-                    components=[prompt], samples=[[text] for _, _, text, *_ in EXAMPLES], type="index",
-                    sample_labels=[label for label, *_ in EXAMPLES], elem_id="hsd-examples",
-                    label="Examples: greedy code completion (where SLEM pays on the embedded pair), classic SD with "
-                          "a drafter that shares the target's tokenizer, sampling with the greedy drafter (where it "
-                          "does not pay) and with a drafter trained on the target's distribution (where it pays), "
-                          "SLEM sampling with shared noise (it writes AR's very text), SLRS with a byte-level "
-                          "drafter, a bad drafter (needs a GPU and a Hub token)")
-        boxes = dict(prompt=prompt, mode=mode, temperature=temperature, top_k=top_k, top_p=top_p, lookahead=lookahead,
-                     max_new_tokens=max_new_tokens, seed=seed, drafter_temperature=drafter_temperature,
-                     draft_threshold=draft_threshold, shared_noise=shared_noise, parse_special=parse_special,
-                     record=record)
-        assert tuple(boxes) == forms.FORM_FIELDS, "the form's boxes, in hsd.forms.Form's order"
-
-        def wired(handler, *inputs):
-            return _event(handler, list(inputs), boxes)
-
-        pair_in, check_out = [target, drafter, device, dtype, algorithm], [report, availability, algorithm]
-        room = wired(token_room, target, drafter, FORM, device, dtype)
-        gpu = dict(concurrency_id="gpu", concurrency_limit=1)
-        # checking a pair loads it on the CPU side and never waits in (or holds) the GPU queue
-        preset.input(preset_changed, preset, [target, drafter, preset_note], api_name="preset").then(
-            pair_changed, pair_in, check_out, api_visibility="private").then(
-            *room, max_new_tokens, api_visibility="private")
-        examples.click(example_chosen, [examples, device, dtype],
-                       [preset, target, drafter, prompt, algorithm, temperature, lookahead, max_new_tokens, report,
-                        availability, drafter_temperature, draft_threshold, shared_noise],
-                       api_visibility="private").then(
-            catalogue.pair_note, preset, preset_note, api_visibility="private", queue=False).then(
-            *room, max_new_tokens, api_visibility="private")
-        for box in (target, drafter):  # a new pair: every algorithm is offered until Check pair narrows them
-            box.input(lambda: (gr.update(choices=ALGOS), "Pair changed: press **Check pair** to see which "
-                               "algorithms apply."), None, [algorithm, availability], api_visibility="private",
-                      queue=False)
-        temperature.change(lambda t: gr.update(value=isinstance(t, (int, float)) and t == 0), temperature,
-                           show_rejected, api_visibility="private", queue=False)
-        demo.load(check_pair, pair_in, check_out, api_visibility="private").then(
-            *room, max_new_tokens, api_visibility="private")
-        run_out = [status, output, round_idx, round_view, rounds_plot, state]
-        run_event = run_btn.click(*wired(run, target, drafter, algorithm, FORM, device, dtype, show_rejected),
-                                  run_out, api_name="run", **gpu)
-        run_event.then(picture_positions, state, picture_position, api_visibility="private", queue=False)
-        picture_position.change(show_picture, [state, picture_position], [picture_plot, picture_text],
-                                api_name="picture", concurrency_limit=4)
-        download_btn.click(download, state, run_files, api_name="download", concurrency_limit=4)
-        saved.upload(load_saved, saved, run_out, api_name="load_run", concurrency_limit=4).then(
-            picture_positions, state, picture_position, api_visibility="private", queue=False)
-        lossless_event = lossless_btn.click(
-            *wired(lossless_check, target, drafter, algorithm, draws, FORM, device, dtype),
-            [lossless_status, lossless_plot], api_name="lossless", **gpu)
-        compare_event = compare_btn.click(*wired(compare, target, drafter, FORM, device, dtype),
-                                          [status, badge, speedup, tokens_time, histogram, positions, time_split,
-                                           table, csv], api_name="compare", **gpu)
-        check_btn.click(check_pair, pair_in, check_out, api_name="check").then(
-            *room, max_new_tokens, api_visibility="private")
-        prompt.blur(*room, max_new_tokens, api_visibility="private")
-        advise_event = advise_btn.click(*wired(advise_live, target, drafter, FORM, device, dtype), advice,
-                                        api_name="advise", **gpu)
-        drafters_event = drafters_btn.click(
-            *wired(drafters, target, drafter_names, drafters_algorithm, num_prompts, FORM, device, dtype),
-            [drafters_status, drafters_plot, drafters_table, drafters_csv], api_name="drafters", **gpu)
-        production_btn.click(*wired(production, target, drafter, algorithm, FORM, device, dtype), production_md,
-                             api_name="production")
-        stop_btn.click(None, cancels=[run_event, compare_event, advise_event, drafters_event, lossless_event],
-                       api_visibility="private").then(
-            stopped, [status, advice, drafters_status, lossless_status], [status, advice, drafters_status,
-                                                                          lossless_status], api_visibility="private",
-            concurrency_limit=None)
-        round_idx.change(show_round, [state, round_idx], round_view, api_name="round", concurrency_limit=4)
-        prev_btn.click(lambda s, i: step_round(s, i, -1), [state, round_idx], round_idx, api_name="prev_round")
-        next_btn.click(lambda s, i: step_round(s, i, 1), [state, round_idx], round_idx, api_name="next_round")
-        show_rejected.change(rerender, [state, show_rejected], output, api_name="rerender", concurrency_limit=4)
+                _views(ui)
+        _wire(demo, ui)
     demo.queue(default_concurrency_limit=1, max_size=32)
     return demo
 
