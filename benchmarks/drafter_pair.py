@@ -28,9 +28,9 @@ import torch  # noqa: E402
 import hsd  # noqa: E402
 from hsd.bench import machine_info, machine_line, measured_prompts  # noqa: E402
 
-# (drafter folder, algorithm, temperature, lookahead, drafter temperature, draft threshold, noise): the settings
-# pair_goals.py's calibration chose for issue 13's goals in the runs of 4 December 2026 (drafter-sampling's: those
-# of 5 December; SLEM at T=0.7 with shared noise, hsd/noise.py, is the goal's row since then)
+# (drafter folder, algorithm, temperature, lookahead, drafter temperature, draft threshold, noise): settings
+# pair_goals.py's calibration (--lookahead auto) chose for the embedded pair's goals, fixed here so that two drafter
+# sets compare at the same settings; the goal for SLEM at T=0.7 is measured with shared noise (hsd/noise.py)
 SETTINGS = [
     ("drafter", "slem", 0.0, 12, None, 0.5, "independent"),
     ("drafter", "slem", 0.0, 5, None, 0.0, "independent"),

@@ -4,7 +4,7 @@ time spent outside model forwards; plus whether time per round grows with contex
     python benchmarks/engine.py                       # the embedded tiny-code pair
     python benchmarks/engine.py --target DIR --drafter DIR --algorithms ar slem tli --max-new-tokens 256
 
-Goals (issue #2): outside-forward share under 10% for slem and tli; time per round flat in context
+Goals: outside-forward share under 10% for slem and tli; time per round flat in context
 length (no full re-encoding). Prints numbers; asserts nothing.
 """
 

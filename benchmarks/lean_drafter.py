@@ -2,9 +2,9 @@
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/lean_drafter.py --prompts 8
 
-For each of issue 13's settings (``drafter_pair.SETTINGS``), every held-out prompt runs three times in turn: AR,
-the algorithm with the drafter on transformers' forward (``HSD_LEAN_DRAFTER=0``), the algorithm with the lean
-forward. Each prints tokens/s and the ratio to AR of the same prompts, and how many outputs were identical (at
+For each of the embedded pair's goal settings (``drafter_pair.SETTINGS``), every held-out prompt runs three times
+in turn: AR, the algorithm with the drafter on transformers' forward (``HSD_LEAN_DRAFTER=0``), the algorithm with
+the lean forward. Each prints tokens/s and the ratio to AR of the same prompts, and how many outputs were identical (at
 T = 0 the two drafters may differ only where float32 rounding flips a near-tie of the drafter; every output is the
 target's either way). The drafter's single-token forward is timed on both runners too, in alternating rounds.
 """

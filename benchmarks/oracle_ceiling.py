@@ -1,4 +1,5 @@
-"""How fast could each of issue 13's speed goals be with the best drafter there is? Prints, asserts nothing.
+"""How fast could each of the embedded pair's speed goals (``benchmarks/pair_goals.py``) be with the best drafter
+there is? Prints, asserts nothing.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/oracle_ceiling.py
     OMP_WAIT_POLICY=PASSIVE python benchmarks/oracle_ceiling.py --prompts 22 --seeds 3 --json ceiling.json
@@ -158,8 +159,8 @@ def measure_and_decode(args) -> tuple[dict, float, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         floor = smallest_model(folder / "drafter", Path(tmp))
         pairs["smallest"] = hsd.load_pair(str(folder / "target"), str(floor), device="cpu")
-        # rounds of every measurement in turn, then the median of the rounds: this VM's speed moves from minute
-        # to minute, and a cost measured in one stretch would carry that minute's speed into the ratios
+        # rounds of every measurement in turn, then the median of the rounds: a shared machine's speed moves from
+        # minute to minute, and a cost measured in one stretch would carry that minute's speed into the ratios
         samples = {role: [] for role in pairs}
         for _ in range(args.rounds):
             for role, pair in pairs.items():

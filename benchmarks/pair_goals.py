@@ -1,4 +1,4 @@
-"""Issue 13's goals for the embedded pair, measured on held-out prompts and printed (asserts nothing).
+"""The embedded pair's goals, measured on held-out prompts and printed (asserts nothing).
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/pair_goals.py --work ~/.cache/hsd-train --lookahead auto
     OMP_WAIT_POLICY=PASSIVE python benchmarks/pair_goals.py --skip-bpc --write-cards
@@ -25,8 +25,8 @@ split training scores itself on. The output names the prompt files and the split
 among the measured ones): the fastest of 1, 2, 3, 5 and 8, of a dynamic lookahead (up to 12, stopping after a
 drafted token the drafter gives less than 0.5 or 0.7: ``draft_threshold``), and when sampling also whether the
 drafter drafts at the target's temperature or greedily (``drafter_temperature=0``, lossless like any drafter
-distribution). The issue fixes no lookahead, and a user would tune it
-(the app's Advise does); a fixed 5 under-states the algorithms that accept little per round.
+distribution). No goal fixes a lookahead, since a user would tune it (the app's Advise does); a fixed 5
+under-states the algorithms that accept little per round.
 
 ``--write-cards`` puts the table into the target's model card (``hsd-engine`` block).
 """
@@ -64,7 +64,7 @@ PROMPT_SETS = {
                   calibration_about="other held-out prompts"),
 }
 
-# (preset, algorithm, temperature, goal, noise): the issue's speed goals, each measured with the drafter and the
+# (preset, algorithm, temperature, goal, noise): the speed goals, each measured with the drafter and the
 # noise the demo uses for it (sampling: the drafter trained on the target's distribution, tiny-code-sampling;
 # SLEM when sampling: shared noise, hsd/noise.py), and rows without a goal that show the other drafter or the
 # other noise at the same setting. AR, the baseline, always draws with independent noise (its fastest sampler).

@@ -3,7 +3,7 @@
     OMP_WAIT_POLICY=PASSIVE python benchmarks/shapes.py            # prints a table; asserts nothing
 
 At batch 1 on a CPU a decoding step is mostly per-layer overhead, so the target-to-drafter cost ratio
-is set by depth more than by width (issue 13, "choose the sizes by measurement"). This measures, for
+is set by depth more than by width, and the embedded pair's sizes are chosen by measuring it. This measures, for
 randomly initialised models of each candidate shape (cost does not depend on the weights), through
 hsd's own runner:
 
@@ -24,7 +24,7 @@ adds each model's first step after a forward of that target, what a round's firs
 column is then the second step after it, as a round's next drafter steps are). Interleaving matters on a shared
 VM, where a step's time moves by up to 2x from one minute to the next.
 The per-layer rule holds while the weights stay in the caches: past a few MB of float32 weights a step costs
-about what reading them costs (on the 2-core EPYC, 2 x 384 took twice the step of 2 x 192).
+about what reading them costs (on a 2-core AMD EPYC, 2 x 384 takes twice the step of 2 x 192).
 """
 
 from __future__ import annotations

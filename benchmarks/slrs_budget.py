@@ -1,4 +1,4 @@
-"""SLRS's path budget on the embedded pair: what each budget buys and costs (issue 14; docs/slrs.md).
+"""SLRS's path budget on the embedded pair: what each budget buys and costs (docs/slrs.md).
 
 For the SentencePiece-style drafter (``tiny-code``) and the byte-level drafter (``tiny-code-bytes``)
 at ``slrs_max_paths`` 16, 256 and 4096: acceptance (accepted / proposed, as hsd's metrics count it:

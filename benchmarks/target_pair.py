@@ -1,13 +1,14 @@
-"""Two targets with the same drafters, side by side at issue 13's goal settings, timed in pairs (asserts nothing).
+"""Two targets with the same drafters, side by side at the embedded pair's goal settings, timed in pairs (asserts
+nothing).
 
     python scripts/train_pair.py grow --from assets/tiny-code/target --layers 28 --out /tmp/deep/target
     OMP_WAIT_POLICY=PASSIVE python benchmarks/target_pair.py --old assets/tiny-code/target --new /tmp/deep/target
 
-Issue 13 asks for the target shape that gives the best speedup on this CPU, and at batch 1 a step's cost is set
-by depth. ``train_pair.py grow`` makes a deeper target that computes exactly what the shallower one does, so
+The embedded target's shape is chosen for the best speedup on a CPU, where at batch 1 a step's cost is set by
+depth. ``train_pair.py grow`` makes a deeper target that computes exactly what the shallower one does, so
 τ and the acceptance are the same and only the costs differ: the difference in speedup is what the depth buys,
-before any training. ``pair_goals.py`` answers that badly, run by run (this VM's speed moves by 10% from minute
-to minute, and each run calibrates its own lookahead); here, for each held-out prompt and seed, AR and the
+before any training. ``pair_goals.py`` answers that badly, run by run (a shared machine's speed moves by 10% from
+minute to minute, and each run calibrates its own lookahead); here, for each held-out prompt and seed, AR and the
 algorithm run on both targets one after the other, the order rotated from prompt to prompt, so that a change
 in the machine's speed falls on all four alike. The settings are the ones the goals' calibration chose
 (``GOALS``); the prompts are the first ``--prompts`` held-out code prompts (never the calibration ones).
@@ -29,8 +30,9 @@ import torch  # noqa: E402
 import hsd  # noqa: E402
 from hsd.bench import machine_info, machine_line, measured_prompts  # noqa: E402
 
-# (drafter folder, algorithm, temperature, lookahead, draft threshold, noise, goal): the settings pair_goals.py's
-# calibration chose for issue 13's four speed goals in the runs of 5 December 2026
+# (drafter folder, algorithm, temperature, lookahead, draft threshold, noise, goal): the embedded pair's four speed
+# goals (benchmarks/pair_goals.py), each at the settings pair_goals.py's calibration (--lookahead auto) chose for
+# it, fixed here so that every run compares the same settings
 GOALS = [
     ("drafter", "slem", 0.0, 12, 0.5, "independent", 2.0),
     ("drafter-sampling", "tli", 1.0, 12, 0.7, "independent", 1.0),

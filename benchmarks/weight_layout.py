@@ -1,6 +1,6 @@
 """The embedded pair with its linear weights in each layout hsd knows (:mod:`hsd.layout`: row-major as stored,
-column-major, and dual, hsd's CPU default), side by side at issue 13's goal settings, timed in pairs (asserts
-nothing).
+column-major, and dual, hsd's CPU default), side by side at the embedded pair's goal settings, timed in pairs
+(asserts nothing).
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/weight_layout.py --prompts 8 --seeds 2
 

@@ -5,6 +5,9 @@
     res = hsd.generate(pair, "def fib(n):", algorithm="slem", max_new_tokens=64)
     res.text, res.token_ids, res.rounds, res.metrics
     hsd.generate(pair, "def fib(n):", settings=hsd.Settings(temperature=0.7, seed=1))
+
+"The spec" that docstrings cite by section ("spec §2 step 2") is docs/algorithms.md; docs/design.md says how hsd
+implements it and why each algorithm is lossless.
 """
 
 from . import threads  # first: the OpenMP defaults must be in the environment before torch loads

@@ -1,8 +1,8 @@
 """``python -m hsd bench``: paper-style tables, the distance to the limit, and Transformers as the peer.
 
-Metrics follow the paper's harness (``../shared/docs/research/paper.md`` §2.3): per prompt, TTFT (call to
-first token, prefill of both models included), TPOT = (total − TTFT) / (new tokens − 1) and tokens/s =
-1 / TPOT; per row, the arithmetic mean of new tokens and TTFT and the harmonic mean of TPOT and of
+Metrics follow the paper's harness (``keyboardAnt/hf-bench``; docs/benchmarks.md, *What is measured*): per
+prompt, TTFT (call to first token, prefill of both models included), TPOT = (total − TTFT) / (new tokens − 1) and
+tokens/s = 1 / TPOT; per row, the arithmetic mean of new tokens and TTFT and the harmonic mean of TPOT and of
 tokens/s; speedup = tokens/s ÷ tokens/s of hsd's AR at the same temperature in the same run. Each prompt
 runs ``repeats`` times (rows interleaved, so machine load drifts over all rows alike) after ``warmups``
 untimed calls per row; per prompt the median TTFT and TPOT count. τ (tokens per target forward),
@@ -75,7 +75,7 @@ def load_prompts(spec: str, n: int | None = None) -> list[str]:
 
 
 def measured_prompts(n: int, spec: str = "code", calibration: int = 4) -> list[str]:
-    """The first ``n`` prompts of a set, never its last ``calibration`` ones (the benchmarks of issue 13 keep
+    """The first ``n`` prompts of a set, never its last ``calibration`` ones (the embedded pair's benchmarks keep
     those for choosing a lookahead: ``benchmarks/pair_goals.py --calibration-prompts``, default 4)."""
     every = load_prompts(spec)
     return every[:min(n, len(every) - calibration)]

@@ -68,12 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     _bench_parsers(sub)
     from .space import add_space_parser
     add_space_parser(sub)  # space push: deploy the app to a Hugging Face Space (hsd/space.py)
-    # --- issue 16 (b): drafter comparison and production configuration, defined in their own modules
     from .drafters import add_drafters_parser
     add_drafters_parser(sub)  # drafters: compare drafters for one target (hsd/drafters.py)
     from .production import add_production_parser
     add_production_parser(sub)  # production: the vLLM / Transformers configuration of a choice (hsd/production.py)
-    # --- end issue 16 (b)
     return parser
 
 
@@ -131,11 +129,11 @@ def settings_from_args(args) -> Settings:
                         drafter_temperature=args.drafter_temperature, draft_threshold=args.draft_threshold,
                         noise=args.noise, parse_special=args.parse_special)
     except InvalidSettingError as exc:
-        text = str(exc)
-        name = next((n for n in sorted(SETTING_NAMES, key=len, reverse=True) if text.startswith(n)), None)
+        text = str(exc)  # "lookahead must be ..." names the flag already; "drafter_temperature: ..." gets its flag
+        name = next((n for n in SETTING_NAMES if text.startswith(f"{n}: ")), None)
         if name is None:
             raise
-        raise InvalidSettingError(f"--{name.replace('_', '-')}: {text}") from None
+        raise InvalidSettingError(f"--{name.replace('_', '-')}: {text[len(name) + 2:]}") from None
 
 
 def cmd_generate(args) -> int:

@@ -2,11 +2,12 @@
 
 ``target.generate(assistant_model=..., tokenizer=..., assistant_tokenizer=...)`` routes greedy decoding to
 its SLEM ("Universal Assisted Generation") and sampling to its TLI ("Universal Speculative Decoding");
-plain ``generate`` is its AR (``../shared/docs/research/transformers.md`` §1-§3). Transformers exposes no
-metrics (§8), so TTFT and per-round token counts come from a streamer and the drafted count per round from
-a wrapper around the candidate generator's ``get_candidates``.
+plain ``generate`` is its AR (``GenerationMixin._get_candidate_generator`` in ``transformers/generation/utils.py``;
+docs/benchmarks.md, *What is measured*). Transformers reports no drafted or accepted counts, so TTFT and
+per-round token counts come from a streamer and the drafted count per round from a wrapper around the candidate
+generator's ``get_candidates``.
 
-Transformers mutates the drafter it is handed (TLI prunes its LM head in place, §9) and caches its
+Transformers mutates the drafter it is handed (TLI prunes its LM head in place) and caches its
 vocabulary translator on the tokenizer objects alone, so :class:`Peer` gives each of its algorithms a
 deep copy of the drafter *and* of both tokenizers; hsd's own model objects are never passed to it. The
 counting wrapper sits on a shallow copy of the target (same weights, its own attributes), so hsd's cached
@@ -27,8 +28,8 @@ from .metrics import Counts, Metrics, summarize
 
 def runs_at(label: str, temperature: float) -> bool:
     """Whether Transformers runs the peer row ``label`` at ``temperature``: it routes greedy decoding to its SLEM
-    and sampling to its TLI (§1-§3), and its AR runs at any. Which hsd algorithm a row stands for is that
-    algorithm's :attr:`Algorithm.peer <hsd.algorithms.contract.Algorithm>`."""
+    and sampling to its TLI (``_get_candidate_generator``), and its AR runs at any. Which hsd algorithm a row
+    stands for is that algorithm's :attr:`Algorithm.peer <hsd.algorithms.contract.Algorithm>`."""
     return {"hf-slem": temperature == 0, "hf-tli": temperature > 0}.get(label, True)
 
 
@@ -37,7 +38,8 @@ class PeerUnavailable(Exception):
 
 
 class _Streamer:
-    """Records when each chunk of tokens arrives; the first ``put`` is the prompt (transformers.md §8)."""
+    """Records when each chunk of tokens arrives: ``_assisted_decoding`` puts one chunk per round (the accepted
+    drafts and one target token); the first ``put`` is the prompt."""
 
     def __init__(self):
         self.start = time.perf_counter()
@@ -78,7 +80,8 @@ class Peer:
         self._target._get_candidate_generator = _counting(self._target._get_candidate_generator, self._drafted)
 
     def check(self, algorithm: str) -> None:
-        """Raise :class:`PeerUnavailable` if Transformers will refuse ``algorithm`` on this pair (§3)."""
+        """Raise :class:`PeerUnavailable` if Transformers will refuse ``algorithm`` on this pair (it raises
+        ``ValueError`` for an ``assistant_tokenizer`` when both configs have the same ``vocab_size``)."""
         if algorithm == "hf-ar":
             return
         if self.pair.drafter is None:
@@ -88,7 +91,7 @@ class Peer:
         if vt == vd:
             raise PeerUnavailable(
                 f"Transformers refuses assistant_tokenizer when both configs have vocab_size {vt} "
-                "(transformers.md §3: it treats equal sizes as one vocabulary)")
+                "(it treats equal sizes as one vocabulary)")
 
     def _drafter(self, algorithm: str):
         if algorithm not in self._drafters:

@@ -13,7 +13,7 @@ match ``"none"``.
 
 What was checked, and where (each parameter name below was read in the engine's own docs or source):
 
-vLLM (main branch as stored in December 2026):
+vLLM (its main branch):
 
 * ``speculative_config`` keys ``method="draft_model"``, ``model``, ``num_speculative_tokens``,
   ``use_heterogeneous_vocab``, ``draft_sample_method`` (``"greedy"`` default, or ``"probabilistic"``):
@@ -40,7 +40,7 @@ vLLM (main branch as stored in December 2026):
   one (a target token outside the intersection becomes the drafter's unk token), where hsd re-tokenizes the
   text for the drafter.
 * No SLEM and no SLRS: the ``method`` values in ``vllm/config/speculative.py`` have neither (a SLEM proposer
-  is proposed upstream, PR #45018, per ``docs/research/peers-and-ui.md``).
+  is proposed upstream, vLLM PR #45018).
 * hsd's ``drafter_temperature`` and ``draft_threshold``: ``draft_sample_method="greedy"`` (argmax drafts, one-hot
   in rejection sampling) is hsd's ``drafter_temperature=0``; ``"probabilistic"`` samples the drafter with the
   request's own sampling settings (``_sample_draft_tokens`` in ``llm_base_proposer.py``), so no other drafter
@@ -68,8 +68,10 @@ Transformers 5.24.0 (the version installed here; read in its source):
   with scikit-learn installed, ``AssistedCandidateGenerator.update_candidate_strategy`` re-tunes it every round
   for a same-vocabulary assistant. There is no drafter temperature: the assistant drafts with a deep copy of
   ``generate()``'s own generation config (``AssistedCandidateGenerator.__init__``).
-* Its TLI sampling is lossy in 5.24 (first-token TV 0.371 against a noise floor of 0.089, measured by this
-  project: ``docs/research/transformers.md`` §9), and it prunes the drafter's LM head in place.
+* Its TLI sampling is lossy in 5.24 with fast tokenizers: the pruned LM head's rows are scattered in the wrong
+  order, so the ``q`` of the acceptance ratio is a permutation of the ``q`` sampled from (first-token TV 0.371
+  against a noise floor of 0.089; docs/benchmarks.md, *Why Transformers' TLI is faster: it is not lossless*). It
+  also prunes the drafter's LM head in place.
 """
 
 from __future__ import annotations
@@ -425,7 +427,7 @@ def _transformers(target: str, drafter: str | None, algorithm: str, s: dict, f: 
                 match = "lossy" if equivalent == "tli" else "none"
                 notes.append("Transformers 5.24's TLI sampling is lossy with fast tokenizers (its pruned LM head's rows "
                              "are scattered in the wrong order: first-token TV 0.371 against a noise floor of 0.089, "
-                             "measured by this project, docs/research/transformers.md §9). Use it greedily, or "
+                             "measured by this project with hsd's Lossless? check). Use it greedily, or "
                              "another engine, where the distribution matters.")
                 notes.append("It also prunes the drafter's LM head in place: load a fresh drafter for other uses.")
             if equivalent == "slem" and t > 0:

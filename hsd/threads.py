@@ -14,12 +14,13 @@ unless ``OMP_NUM_THREADS`` says otherwise.
 **Per pair** (:func:`choose`, :func:`for_pair`): the app and the CLI let hsd choose the count for each generation
 (``choose("auto")``); the library leaves torch's count alone unless a program asks the same. A small model's
 forward on the CPU is a few hundred small operations, and with more than one thread every one of them wakes and
-joins the others: measured on the brief's 2-core AMD EPYC (one thread against two, hsd's dual layout), the app's
-sampling and SLRS examples on the embedded 13M-parameter pair ran 0.61-0.81x AR with two threads and 0.86-1.40x
-with one (``benchmarks/app_examples.py``); a 135M-parameter shape
-(SmolLM2's, random weights) verifies two tokens in 42-44 ms with one thread and 62-75 ms with two, one token
-45.5 against 48.0 ms; a 0.5B one (Qwen2's) takes 104-105 ms a token either way but verifies two tokens in 106-111
-ms with two threads against 135-136 ms with one. So under :data:`ONE_THREAD_BELOW` target parameters a CPU
+joins the others. On a 2-core AMD EPYC (Zen 4, hsd's dual layout), the app's sampling and SLRS examples on the
+embedded 13M-parameter pair run slower than AR with two threads (0.61-0.81x) and mostly faster with one
+(0.86-1.40x): ``benchmarks/app_examples.py --threads 2`` against ``--threads auto`` measures it. A 135M-parameter
+shape (SmolLM2's, random weights) verifies two tokens in 42-44 ms with one thread and 62-75 ms with two, one token
+in 45.5 against 48.0 ms; a 0.5B one (Qwen2's) takes 104-105 ms a token either way but verifies two tokens in
+106-111 ms with two threads against 135-136 ms with one (``benchmarks/weight_layout.py --shapes smollm2-135m
+qwen2-0.5b --skip-speed --threads N`` times both shapes). So under :data:`ONE_THREAD_BELOW` target parameters a CPU
 generation runs on one thread, above it on the default count. ``OMP_NUM_THREADS`` set by the user, or a count
 given to :func:`choose` (the CLI's ``--threads``), always wins.
 """

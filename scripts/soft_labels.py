@@ -33,8 +33,8 @@ apart.
 
 Windows are cut from the drafter's packed stream; each run of text between the ``<s>``/``</s>`` markers of a
 window (a file, or one of the target's own continuations) is encoded by the target on its own, and the runs are
-read sorted by length, ``chunk`` at a time (float32, no gradients: on the Zen 4 CPU, beside another job, float32
-read 16 windows in 0.85 s where bf16 autocast took 1.9 s; ``bf16=True`` for a GPU). A marker's own position, and
+read sorted by length, ``chunk`` at a time (float32, no gradients: on a Zen 4 CPU shared with another job, float32
+reads 16 windows in 0.85 s where bf16 autocast takes 1.9 s; ``bf16=True`` for a GPU). A marker's own position, and
 runs whose bytes are not UTF-8, keep the text's label.
 """
 

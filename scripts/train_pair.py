@@ -340,7 +340,7 @@ def sample_windows(stream: torch.Tensor, n: int, length: int, g: torch.Generator
 @functools.lru_cache(maxsize=None)
 def bf16_is_fast(device: str) -> bool:
     """bf16 autocast pays on GPUs and on CPUs with native bf16 (AVX512-BF16, AMX); elsewhere it is
-    emulated: on an AVX2-only EPYC a training step took 10x longer than in float32."""
+    emulated: on an AVX2-only EPYC a training step takes 10x longer than in float32."""
     if device.startswith("cuda"):
         return torch.cuda.is_bf16_supported()
     try:

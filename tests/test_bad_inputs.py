@@ -1,4 +1,4 @@
-"""Hostile and unusual inputs (issue 18) that need a model or a file built for them: a chat template that
+"""Hostile and unusual inputs that need a model or a file built for them: a chat template that
 refuses a role, a model that needs remote code, a --json path that vanishes mid-run, a drafter with a short
 context. The one-line-per-input tables (API, loading, public app, CLI, app handlers) are in test_catalogue.py.
 """

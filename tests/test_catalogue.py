@@ -1,4 +1,4 @@
-"""The catalogue of hostile and unusual inputs (issue 18): one line per input, by surface (Python API, loading,
+"""The catalogue of hostile and unusual inputs: one line per input, by surface (Python API, loading,
 public-app policy, CLI, app handlers), with the error it must raise and a fragment of its message, which says
 what to do; or, for an input that must simply work, what it must produce.
 

@@ -1,5 +1,5 @@
-"""When a greedy run differs from AR: the first differing position, both tokens and the target's top-2 margin
-(issue 18), so a half-precision near-tie reads as one. The difference is forced by editing a real result."""
+"""When a greedy run differs from AR: the first differing position, both tokens and the target's top-2 margin,
+so a half-precision near-tie reads as one. The difference is forced by editing a real result."""
 
 import dataclasses
 

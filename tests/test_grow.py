@@ -1,4 +1,4 @@
-"""``scripts/grow.py``: a deeper model that computes exactly what the original computed (issue 13)."""
+"""``scripts/grow.py``: a deeper model that computes exactly what the original computed."""
 
 from __future__ import annotations
 

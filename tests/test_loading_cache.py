@@ -1,4 +1,4 @@
-"""The model cache caps memory (issue 12, part 4): at most ``MAX_CACHED_MODELS`` models live, an evicted model is
+"""The model cache caps memory: at most ``MAX_CACHED_MODELS`` models live, an evicted model is
 freed (no Pair, vocabulary table, result or plan keeps it), a model asked for again is loaded once, and a pair
 that does not fit the free memory evicts the cache before it is refused."""
 

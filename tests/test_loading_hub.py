@@ -1,4 +1,4 @@
-"""Hub conventions (issue 12, part 5), offline: a revision pinned per model through the API and the CLI, the
+"""Hub conventions, offline: a revision pinned per model through the API and the CLI, the
 resolved commit in every result, Hub failures classified by ``huggingface_hub.errors`` type into hsd's errors,
 and offline mode read through ``huggingface_hub.constants``.
 

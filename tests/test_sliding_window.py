@@ -1,4 +1,4 @@
-"""Targets and drafters whose KV cache is not plain full attention (issue 18).
+"""Targets and drafters whose KV cache is not plain full attention.
 
 Sliding-window layers (Mistral, Qwen2 with ``use_sliding_window``, Gemma-2, Gemma-3), chunked
 attention (Llama-4) and a recurrent layer (LFM2's short convolution) must crop back any number of

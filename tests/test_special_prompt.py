@@ -1,4 +1,4 @@
-"""Special-token text in a raw prompt (issue 18): parsed into the special token by default, as Transformers
+"""Special-token text in a raw prompt: parsed into the special token by default, as Transformers
 does, or read as plain text with ``parse_special=False``; either way every algorithm equals AR at T = 0."""
 
 import pytest

@@ -1,10 +1,10 @@
 """What an algorithm tells the rest of hsd about itself, so that no other module names it.
 
-An algorithm module defines ``step(session) -> Round`` (one verification round, following its spec
-section's numbered steps) and declares an :class:`Algorithm` that :mod:`hsd.algorithms` registers.
-Everything outside the module (``generate``, the costs, the metrics, the CLI, the benchmark, the advice,
-the compatibility report, the production configurations, the ZeroGPU durations, the losslessness check, the
-app and the pictures) reads these fields instead of switching on a name.
+An algorithm module defines ``step(session) -> Round`` (one verification round, following the numbered
+steps of its section of the spec, docs/algorithms.md) and declares an :class:`Algorithm` that
+:mod:`hsd.algorithms` registers. Everything outside the module (``generate``, the costs, the metrics, the CLI,
+the benchmark, the advice, the compatibility report, the production configurations, the ZeroGPU durations, the
+losslessness check, the app and the pictures) reads these fields instead of switching on a name.
 """
 
 from __future__ import annotations
