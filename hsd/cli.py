@@ -15,19 +15,7 @@ from pathlib import Path
 from .algorithms import ALGORITHMS
 from .errors import HsdError, InvalidSettingError, PromptError
 from .outfiles import check_output_file, write_output  # noqa: F401 - the subcommands' output files
-from .settings import NAMES as SETTING_NAMES, Settings
-
-
-def _model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", help="target: Hub id or local directory (default: the embedded tiny-code pair)")
-    p.add_argument("--drafter", help="drafter: Hub id or local directory (default: the embedded tiny-code pair)")
-    p.add_argument("--preset", help="a named pair (tiny-code, tiny-code-bytes)")
-    p.add_argument("--target-revision", help="pin the Hub target to a branch, tag or commit hash (default: main)")
-    p.add_argument("--drafter-revision", help="pin the Hub drafter to a branch, tag or commit hash (default: main)")
-    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N, mps")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    p.add_argument("--device-map", default=None, help="'auto' spreads a large target over several GPUs")
-    p.add_argument("--trust-remote-code", action="store_true", help="run model code from the Hub (off by default)")
+from .options import add_decoding_options, add_model_options, settings_from_args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hsd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="generate text with one algorithm and print metrics")
-    _model_args(gen)
+    add_model_options(gen)
     gen.add_argument("--algorithm", default="slem", choices=list(ALGORITHMS))
     src = gen.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="the prompt text")
@@ -45,25 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--chat", action="store_true", help="send the prompt as a user message through chat templates")
     gen.add_argument("--no-parse-special", dest="parse_special", action="store_false",
                      help="read special-token text in the prompt (<|endoftext|>, </s>) as plain text, not as tokens")
-    gen.add_argument("--max-new-tokens", type=int, default=64)
-    gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    gen.add_argument("--top-k", type=int, default=0, help="0 = off")
-    gen.add_argument("--top-p", type=float, default=1.0, help="1 = off")
-    gen.add_argument("--lookahead", type=int, default=5, help="drafter tokens per round (1..64)")
-    gen.add_argument("--drafter-temperature", type=float, default=None,
-                     help="the drafter's own temperature (default: the target's); changes acceptance, never the "
-                          "output's distribution. 0 (a greedy drafter) often helps SLEM when sampling")
-    gen.add_argument("--draft-threshold", type=float, default=0.0,
-                     help="stop a round's drafting after a token the drafter gives less than this probability "
-                          "(0 = off); with a large --lookahead the drafts get long only where the drafter is sure")
-    gen.add_argument("--noise", default="independent", choices=["independent", "shared"],
-                     help="shared (SLEM and AR): the drafter and the target draw from one seeded noise field over the "
-                          "text's byte positions: SLEM accepts more when sampling, and its output is AR's output "
-                          "with the same --noise shared --seed, token for token (docs/coupling.md)")
-    gen.add_argument("--seed", type=int, default=0)
+    add_decoding_options(gen, max_new_tokens=64, noise=True)
     gen.add_argument("--json", type=Path, help="write {text, token_ids, rounds, metrics} to this file")
     voc = sub.add_parser("vocab", help="report how the target's and drafter's vocabularies relate")
-    _model_args(voc)
+    add_model_options(voc)
     voc.add_argument("--json", type=Path, help="write the report as JSON")
     _bench_parsers(sub)
     from .space import add_space_parser
@@ -120,22 +93,6 @@ def _metrics_lines(m) -> list[str]:
     ]
 
 
-def settings_from_args(args) -> Settings:
-    """The :class:`hsd.Settings` of ``generate``'s flags, checked before any model loads; a refusal names the
-    flag."""
-    try:
-        return Settings(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, lookahead=args.lookahead,
-                        max_new_tokens=args.max_new_tokens, seed=args.seed,
-                        drafter_temperature=args.drafter_temperature, draft_threshold=args.draft_threshold,
-                        noise=args.noise, parse_special=args.parse_special)
-    except InvalidSettingError as exc:
-        text = str(exc)  # "lookahead must be ..." names the flag already; "drafter_temperature: ..." gets its flag
-        name = next((n for n in SETTING_NAMES if text.startswith(f"{n}: ")), None)
-        if name is None:
-            raise
-        raise InvalidSettingError(f"--{name.replace('_', '-')}: {text[len(name) + 2:]}") from None
-
-
 def cmd_generate(args) -> int:
     from .generate import check_shared_noise, generate, special_spans
 
@@ -180,7 +137,7 @@ def cmd_vocab(args) -> int:
 # ------------------------------------------------------------------------------------------- bench, advise
 
 def _bench_args(p: argparse.ArgumentParser) -> None:
-    _model_args(p)
+    add_model_options(p)
     p.add_argument("--threads", type=int,
                    help="torch intra-op threads (default: 1 for a CPU target under 250M parameters, else one per CPU)")
     p.add_argument("--prompts", default="code", help="prompt set in assets/prompts (code, summarize, long) or a file")

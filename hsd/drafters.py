@@ -33,6 +33,7 @@ from pathlib import Path
 
 from .algorithms import ALGORITHMS, availability
 from .errors import HsdError, InvalidSettingError
+from .options import add_decoding_options
 
 #: the rows of a comparison, as columns (the table's and the CSV's)
 COLUMNS = ["drafter", "algorithm", "chosen", "speedup", "speedup spread", "predicted speedup (advise)",
@@ -482,17 +483,7 @@ def add_drafters_parser(sub) -> None:
                    + " ".join(a for a, s in ALGORITHMS.items() if s.needs_drafter))
     p.add_argument("--prompts", default="code", help="prompt set in assets/prompts (code, summarize, long) or a file")
     p.add_argument("--num-prompts", type=int, default=4)
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--lookahead", type=int, default=5)
-    p.add_argument("--drafter-temperature", type=float, default=None,
-                   help="the drafter's own temperature (default: the target's), as in generate")
-    p.add_argument("--draft-threshold", type=float, default=0.0,
-                   help="stop a round's drafting after a token the drafter gives less than this probability "
-                        "(0 = off; SD, SLEM, TLI), as in generate")
-    p.add_argument("--seed", type=int, default=0)
+    add_decoding_options(p, max_new_tokens=64)
     p.add_argument("--min-repeats", type=int, default=2, help="interleaved repeats per prompt, at least (1 cannot "
                    "tell noise from a difference)")
     p.add_argument("--max-repeats", type=int, default=4, help="interleaved repeats per prompt, at most")

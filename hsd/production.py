@@ -82,6 +82,7 @@ from pathlib import Path
 
 from .algorithms import ALGORITHMS
 from .errors import HsdError, IncompatiblePairError, InvalidSettingError
+from .options import add_decoding_options
 
 SOURCES = {
     "vllm": [
@@ -549,17 +550,7 @@ def add_production_parser(sub) -> None:
     p.add_argument("--target", help="target: preset, Hub id or local directory (default: the embedded tiny-code target)")
     p.add_argument("--drafter", help="drafter: preset, Hub id or local directory (default: the embedded drafter)")
     p.add_argument("--algorithm", required=True, choices=list(ALGORITHMS))
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--lookahead", type=int, default=5)
-    p.add_argument("--drafter-temperature", type=float, default=None,
-                   help="the drafter's own temperature (default: the target's), as in generate")
-    p.add_argument("--draft-threshold", type=float, default=0.0,
-                   help="stop a round's drafting after a token the drafter gives less than this probability "
-                        "(0 = off; SD, SLEM, TLI), as in generate")
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--seed", type=int, default=0)
+    add_decoding_options(p, max_new_tokens=128)
     p.add_argument("--target-revision")
     p.add_argument("--drafter-revision")
     p.add_argument("--trust-remote-code", action="store_true")
