@@ -51,7 +51,7 @@ def summarize(results):
     early = statistics.mean(rd.seconds for r in results for rd in r.rounds[:quarter])
     late = statistics.mean(rd.seconds for r in results for rd in r.rounds[-quarter:])
     total_round = sum(rd.seconds for rd in rounds)
-    forward = sum(rd.extra["forward_seconds"] for rd in rounds)
+    forward = sum(rd.forward_seconds for rd in rounds)
     return {
         "tokens_per_s": statistics.harmonic_mean(tps),
         "tau": statistics.mean(r.metrics["mean_accepted_length"] for r in results),

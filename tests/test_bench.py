@@ -224,3 +224,18 @@ def test_measured_prompts_never_include_the_calibration_ones():
     every = load_prompts("code")
     assert measured_prompts(3) == every[:3]
     assert measured_prompts(10_000) == every[:-4] and measured_prompts(10_000, calibration=12) == every[:-12]
+
+
+def test_the_engine_benchmark_runs_and_reports_the_share_outside_forwards(capsys):
+    """benchmarks/engine.py end to end on the embedded pair, tiny: the rounds' own forward time is what it reads."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import engine
+
+    engine.main(["--max-new-tokens", "4", "--repeats", "1", "--threads", "1", "--algorithms", "ar", "slem"])
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines if line.split()[:1] in (["ar"], ["slem"])}
+    assert set(rows) == {"ar", "slem"} and all(row[-1] == "yes" for row in rows.values())  # = AR's text
+    assert all(0 <= float(row[5].rstrip("%")) <= 100 for row in rows.values())  # outside fwd, a share
