@@ -281,18 +281,43 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
         emitted = " ".join(_token_span(_emitted_text(e, {}), e.label, "") for e in rnd.emitted)
         return (f'<div class="hsd-round" style="font-size:1.2em">Round {rnd.index}: no draft (plain autoregressive '
                 f'step, one target forward, one token). Emitted: {emitted}</div>')
-    draft = rnd.draft
-    cols, d_place, t_place = _columns(draft, rnd.drafted, rnd.proposed)
-    d_cuts = {min(s.start, len(draft)) for s in rnd.drafted} | {min(s.end, len(draft)) for s in rnd.drafted}
-    t_cuts = {min(s.start, len(draft)) for s in rnd.proposed} | {min(s.end, len(draft)) for s in rnd.proposed}
-    t_cuts.add(rnd.lag)
-    spec = ALGORITHMS.get(algorithm)
-    symbol = spec.proposal_symbol if spec else "q"
-    sd, st = special_drafter or {}, special_target or {}
-    cell = "padding:4px 8px;text-align:center;vertical-align:top;white-space:nowrap;border:none"
-    head = f'{cell};text-align:right;font-weight:600;opacity:0.8;font-family:sans-serif;font-size:0.75em'
+    view = _RoundView(rnd, ALGORITHMS.get(algorithm), special_drafter or {}, special_target or {}, shared_noise)
+    return view.html()
 
-    def token_row(spans, placement, cls, shade, label_of, extra_of, lo, hi):
+
+_CELL = "padding:4px 8px;text-align:center;vertical-align:top;white-space:nowrap;border:none"
+_HEAD = f"{_CELL};text-align:right;font-weight:600;opacity:0.8;font-family:sans-serif;font-size:0.75em"
+
+
+class _RoundView:
+    """The parts of :func:`round_html` for a round with a draft: the columns the two tokenizations share, one
+    table row per tokenization, the draft string between them, the verification rows, the notes under it.
+    Long rounds wrap: each part is drawn for the columns ``lo:hi`` of one line (:func:`_wrap`)."""
+
+    def __init__(self, rnd: Round, spec, special_drafter: dict[int, str], special_target: dict[int, str],
+                 shared_noise: bool):
+        self.rnd, self.draft, self.shared_noise = rnd, rnd.draft, shared_noise
+        self.cols, self.d_place, self.t_place = _columns(self.draft, rnd.drafted, rnd.proposed)
+        end = len(self.draft)
+        self.d_cuts = {min(s.start, end) for s in rnd.drafted} | {min(s.end, end) for s in rnd.drafted}
+        self.t_cuts = {min(s.start, end) for s in rnd.proposed} | {min(s.end, end) for s in rnd.proposed}
+        self.t_cuts.add(rnd.lag)
+        self.symbol = spec.proposal_symbol if spec else "q"
+        self.drafted_symbol = spec.draft_symbol if spec else "q"  # what the drafter sampled each token from
+        self.sd, self.st = special_drafter, special_target
+        self.outcome = {id(s): (rnd.positions[i] if i < len(rnd.positions) else None)
+                        for i, s in enumerate(rnd.proposed)}
+        self.bottom = {k: pos.bottom for k, pos in self.outcome.items() if pos is not None and pos.bottom}  # SLRS ⊥
+        self.by_col = sorted(zip(rnd.proposed, self.t_place), key=lambda x: x[1][0])
+
+    # --- the token rows
+    def label(self, span, specials) -> str:
+        if span.end > span.start:
+            return _piece_text(self.draft, span.start, span.end)[0]
+        return f"⟨{specials.get(span.id, 'special')}⟩"
+
+    @staticmethod
+    def token_row(spans, placement, cls, shade, label_of, extra_of, lo, hi) -> str:
         cells, col = [], lo
         for i, (span, (a, b)) in enumerate(sorted(zip(spans, placement), key=lambda x: x[1])):
             if not lo <= a < hi:
@@ -300,7 +325,7 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
             if a > col:
                 cells.append(f'<td colspan="{a - col}" style="border:none"></td>')
             bg = shade[i % 2]
-            cells.append(f'<td class="{cls}" colspan="{b - a}" style="{cell};background:{bg};color:#0f172a;'
+            cells.append(f'<td class="{cls}" colspan="{b - a}" style="{_CELL};background:{bg};color:#0f172a;'
                          f'border:1px solid #64748b;border-radius:6px;font-family:{MONO}">'
                          f'<div style="font-size:1.1em;font-weight:600">{_esc(label_of(span))}</div>'
                          f'<div style="font-size:0.7em;opacity:0.75">{extra_of(span)}</div></td>')
@@ -309,106 +334,115 @@ def round_html(rnd: Round, *, algorithm: str = "slem", special_drafter: dict[int
             cells.append(f'<td colspan="{hi - col}" style="border:none"></td>')
         return "".join(cells)
 
-    def label(span, specials):
-        if span.end > span.start:
-            return _piece_text(draft, span.start, span.end)[0]
-        return f"⟨{specials.get(span.id, 'special')}⟩"
+    def drafted_row(self, lo, hi) -> str:
+        sym = self.drafted_symbol
+        return self.token_row(self.rnd.drafted, self.d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"),
+                              lambda s: self.label(s, self.sd),
+                              lambda s: f"id {s.id}" + ("" if s.prob is None else f"<br>{sym} {s.prob:.2f}"), lo, hi)
 
-    drafted_symbol = spec.draft_symbol if spec else "q"  # what the drafter sampled each token from
-    def drafted_row(lo, hi):
-        return token_row(rnd.drafted, d_place, "hsd-drafter-tok", ("#e0f2fe", "#bae6fd"), lambda s: label(s, sd),
-                         lambda s: f"id {s.id}" + ("" if s.prob is None else f"<br>{drafted_symbol} {s.prob:.2f}"),
-                         lo, hi)
+    def target_label(self, span) -> str:
+        if id(span) not in self.bottom:
+            return self.label(span, self.st)
+        return "⊥ " + self.label(span, self.st) if span.id >= 0 else "⊥"
 
-    outcome = {id(s): (rnd.positions[i] if i < len(rnd.positions) else None) for i, s in enumerate(rnd.proposed)}
-    bottom = {k: pos.bottom for k, pos in outcome.items() if pos is not None and pos.bottom}  # SLRS's ⊥ proposals
+    def target_row(self, lo, hi) -> str:
+        bottom = self.bottom
+        return self.token_row(self.rnd.proposed, self.t_place, "hsd-target-tok", ("#fef3c7", "#fde68a"),
+                              self.target_label,
+                              lambda s: (f"id {s.id}" if s.id >= 0 else "no token")
+                              + (f'<br><span class="hsd-bottom">⊥: {_esc(bottom[id(s)])}</span>' if id(s) in bottom
+                                 else ""), lo, hi)
 
-    def target_label(span):
-        if id(span) not in bottom:
-            return label(span, st)
-        return "⊥ " + label(span, st) if span.id >= 0 else "⊥"
+    def draft_cells(self) -> list[str]:
+        """The draft string cut at every boundary either tokenizer has; a red one where only one has it."""
+        cells = []
+        for s, e in self.cols:
+            if e is None:
+                cells.append(f'<td class="hsd-draft-piece" style="{_CELL};opacity:0.5">·</td>')
+                continue
+            text, whole = _piece_text(self.draft, s, e)
+            disagree = (s in self.d_cuts) != (s in self.t_cuts) and s != 0
+            border = "3px dashed #ef4444" if disagree else "2px solid #334155" if s != 0 else "none"
+            lagged = ";opacity:0.45" if e <= self.rnd.lag else ""
+            cls = "hsd-draft-piece" + (" hsd-boundary-disagree" if disagree else "")
+            cells.append(f'<td class="{cls}" style="{_CELL};border-left:{border};font-family:{MONO};'
+                         f'font-size:{1.5 if whole else 0.9}em{lagged}">{_esc(text)}</td>')
+        return cells
 
-    def target_row(lo, hi):
-        return token_row(rnd.proposed, t_place, "hsd-target-tok", ("#fef3c7", "#fde68a"), target_label,
-                         lambda s: (f"id {s.id}" if s.id >= 0 else "no token")
-                         + (f'<br><span class="hsd-bottom">⊥: {_esc(bottom[id(s)])}</span>' if id(s) in bottom
-                            else ""), lo, hi)
+    # --- the verification rows
+    def stat_rows(self, lo, hi) -> str:
+        rows = [("p (target)", lambda p: _fmt(p.p))]
+        if self.symbol:
+            rows.append((f"{self.symbol} (proposal)", lambda p: _fmt(p.q)))
+        accept = ("P(accept) = p" + (" if drawn apart" if self.shared_noise else "") if self.symbol is None
+                  else f"P(accept) = min(1, p/{self.symbol})")
+        rows.append((accept, lambda p: _fmt(p.accept_prob)))
+        rows.append(("outcome", None))
+        return "".join(self.stat_row(name, fn, lo, hi) for name, fn in rows)
 
-    draft_cells = []
-    for ci, (s, e) in enumerate(cols):
-        if e is None:
-            draft_cells.append(f'<td class="hsd-draft-piece" style="{cell};opacity:0.5">·</td>')
-            continue
-        text, whole = _piece_text(draft, s, e)
-        disagree = (s in d_cuts) != (s in t_cuts) and s != 0
-        border = "3px dashed #ef4444" if disagree else "2px solid #334155" if s != 0 else "none"
-        lagged = ";opacity:0.45" if e <= rnd.lag else ""
-        cls = "hsd-draft-piece" + (" hsd-boundary-disagree" if disagree else "")
-        draft_cells.append(f'<td class="{cls}" style="{cell};border-left:{border};font-family:{MONO};'
-                           f'font-size:{1.5 if whole else 0.9}em{lagged}">{_esc(text)}</td>')
-    by_col = sorted(zip(rnd.proposed, t_place), key=lambda x: x[1][0])
-    rows = [("p (target)", lambda p: _fmt(p.p))]
-    if symbol:
-        rows.append((f"{symbol} (proposal)", lambda p: _fmt(p.q)))
-    accept = ("P(accept) = p" + (" if drawn apart" if shared_noise else "") if symbol is None
-              else f"P(accept) = min(1, p/{symbol})")
-    rows.append((accept, lambda p: _fmt(p.accept_prob)))
-    rows.append(("outcome", None))
-
-    def stat_rows(lo, hi):
-        return "".join(stat_row(name, fn, lo, hi) for name, fn in rows)
-
-    def stat_row(name, fn, lo, hi):
-        cells, col = [f'<th style="{head}">{_esc(name)}</th>'], lo
-        for span, (a, b) in by_col:
+    def stat_row(self, name, fn, lo, hi) -> str:
+        cells, col = [f'<th style="{_HEAD}">{_esc(name)}</th>'], lo
+        for span, (a, b) in self.by_col:
             if not lo <= a < hi:
                 continue
-            pos = outcome[id(span)]
+            pos = self.outcome[id(span)]
             if a > col:
                 cells.append(f'<td colspan="{a - col}" style="border:none"></td>')
             if pos is None:
                 cells.append(f'<td colspan="{b - a}" style="border:none"></td>')
             elif fn is None:
                 c = OUTCOME_COLORS.get(pos.outcome, "#9ca3af")
-                cells.append(f'<td class="hsd-outcome hsd-{pos.outcome}" colspan="{b - a}" style="{cell};'
+                cells.append(f'<td class="hsd-outcome hsd-{pos.outcome}" colspan="{b - a}" style="{_CELL};'
                              f'background:{c};color:white;font-weight:700;border-radius:6px">{pos.outcome}</td>')
             elif pos.outcome == "unverified":  # an earlier proposal was rejected: nothing was computed here
                 cells.append(f'<td colspan="{b - a}" class="hsd-unverified" title="not verified: an earlier '
-                             f'proposal was rejected" style="{cell};color:#9ca3af">—</td>')
+                             f'proposal was rejected" style="{_CELL};color:#9ca3af">—</td>')
             else:
-                cells.append(f'<td colspan="{b - a}" style="{cell};font-family:{MONO}">{fn(pos)}</td>')
+                cells.append(f'<td colspan="{b - a}" style="{_CELL};font-family:{MONO}">{fn(pos)}</td>')
             col = b
         return "<tr>" + "".join(cells) + "</tr>"
 
-    tables = "".join(f"""<table class="hsd-boundaries" style="border-collapse:separate;border-spacing:4px;border:none;
-margin:0 0 0.6em 0"><tr><th style="{head}">drafter tokens</th>{drafted_row(lo, hi)}</tr>
-<tr><th style="{head}">draft string</th>{"".join(draft_cells[lo:hi])}</tr>
-<tr><th style="{head}">target tokens</th>{target_row(lo, hi)}</tr>
-{stat_rows(lo, hi)}
-</table>""" for lo, hi in _wrap(len(cols), d_place, t_place))
-    emitted = "".join(_token_span(_emitted_text(e, st), e.label, LEGEND_TEXT[e.label]) for e in rnd.emitted)
-    events = ", ".join(_esc(e) for e in rnd.events) or "none"
-    x = rnd.extra
-    if "psi_paths" in x:  # SLRS: what ψ cost this round, and how many proposals were ⊥
-        costs = (f" ψ cost: {x['psi_paths']} drafter paths (at most {x.get('psi_max_paths', 0)} for one ψ) in "
-                 f"{x.get('psi_forwards', 0)} batched drafter forwards, {1000 * x.get('psi_seconds', 0.0):.1f} ms; "
-                 f"{x.get('psi_bottom', 0)} ⊥ proposal(s), {x.get('psi_heavy', 0)} of them heavy.")
-    else:
+    # --- the whole
+    def tables(self) -> str:
+        draft_cells = self.draft_cells()
+        return "".join(f"""<table class="hsd-boundaries" style="border-collapse:separate;border-spacing:4px;border:none;
+margin:0 0 0.6em 0"><tr><th style="{_HEAD}">drafter tokens</th>{self.drafted_row(lo, hi)}</tr>
+<tr><th style="{_HEAD}">draft string</th>{"".join(draft_cells[lo:hi])}</tr>
+<tr><th style="{_HEAD}">target tokens</th>{self.target_row(lo, hi)}</tr>
+{self.stat_rows(lo, hi)}
+</table>""" for lo, hi in _wrap(len(self.cols), self.d_place, self.t_place))
+
+    def notes(self) -> tuple[str, str]:
+        """(the sentence after the round's heading, the small print under the tables)."""
+        rnd, x = self.rnd, self.rnd.extra
+        events = ", ".join(_esc(e) for e in rnd.events) or "none"
         costs = ""
-    times = " · ".join(f"{k} {1000 * getattr(rnd, 't_' + k):.1f} ms" for k in ("draft", "convert", "verify", "other"))
-    lag = f" The first {rnd.lag} byte(s) were already emitted (an unfinished character)." if rnd.lag else ""
-    if shared_noise and symbol is None:
-        lag += (" Shared noise: the drafter drew from the target's noise field, so a match was more likely than p, "
-                "the chance with independent draws; the target's own draws still follow p.")
-    return f"""<div class="hsd-round" style="font-size:20px;line-height:1.4">
+        if "psi_paths" in x:  # SLRS: what ψ cost this round, and how many proposals were ⊥
+            costs = (f" ψ cost: {x['psi_paths']} drafter paths (at most {x.get('psi_max_paths', 0)} for one ψ) in "
+                     f"{x.get('psi_forwards', 0)} batched drafter forwards, {1000 * x.get('psi_seconds', 0.0):.1f} "
+                     f"ms; {x.get('psi_bottom', 0)} ⊥ proposal(s), {x.get('psi_heavy', 0)} of them heavy.")
+        times = " · ".join(f"{k} {1000 * getattr(rnd, 't_' + k):.1f} ms"
+                           for k in ("draft", "convert", "verify", "other"))
+        lag = f" The first {rnd.lag} byte(s) were already emitted (an unfinished character)." if rnd.lag else ""
+        if self.shared_noise and self.symbol is None:
+            lag += (" Shared noise: the drafter drew from the target's noise field, so a match was more likely than "
+                    "p, the chance with independent draws; the target's own draws still follow p.")
+        small = (f"Red dashed line: a boundary only one tokenizer has.\nPieces in ⟨hex⟩ are parts of a UTF-8 "
+                 f"character. Re-tokenization events: {events}.\nDrafter tokens dropped from its cache: "
+                 f"{rnd.drafter_dropped}.{costs} Time: {times}.")
+        return lag, small
+
+    def html(self) -> str:
+        rnd = self.rnd
+        lag, small = self.notes()
+        emitted = "".join(_token_span(_emitted_text(e, self.st), e.label, LEGEND_TEXT[e.label]) for e in rnd.emitted)
+        return f"""<div class="hsd-round" style="font-size:20px;line-height:1.4">
 <div style="margin-bottom:0.4em"><b>Round {rnd.index}</b>: the drafter drafted {len(rnd.drafted)} token(s);
 the target was proposed {len(rnd.proposed)} token(s) and accepted {rnd.n_accepted}.{lag}</div>
-<div style="overflow-x:auto">{tables}</div>
+<div style="overflow-x:auto">{self.tables()}</div>
 <div style="margin-top:0.5em">Emitted this round:
 <span style="font-family:{MONO};font-size:1.2em">{emitted}</span></div>
-<div style="font-size:0.8em;opacity:0.8;margin-top:0.3em">Red dashed line: a boundary only one tokenizer has.
-Pieces in ⟨hex⟩ are parts of a UTF-8 character. Re-tokenization events: {events}.
-Drafter tokens dropped from its cache: {rnd.drafter_dropped}.{costs} Time: {times}.</div>
+<div style="font-size:0.8em;opacity:0.8;margin-top:0.3em">{small}</div>
 </div>"""
 
 
