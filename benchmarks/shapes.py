@@ -45,7 +45,7 @@ DRAFTERS = [(1, 128), (1, 192), (2, 128), (2, 192)]
 
 
 def model(vocab: int, layers: int, hidden: int):
-    from train_pair import make_model
+    from train_common import make_model
 
     torch.manual_seed(0)
     return make_model(vocab, layers, hidden, 1, 2, 3, 1024).eval()

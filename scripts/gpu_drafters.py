@@ -254,7 +254,7 @@ def run(args) -> int:
                     state = torch.load(ckpt, map_location="cpu", weights_only=False)
                     model, tok = resumable.load_init(work / "candidates" / name / role)
                     model.load_state_dict(state["model"])
-                    from train_pair import save_model_dir
+                    from train_common import save_model_dir
 
                     save_model_dir(model, tok, Path(tmp) / name / role)
                     (Path(tmp) / name / "segment.json").write_text(json.dumps(
@@ -357,7 +357,7 @@ def fresh(args) -> int:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     import torch
-    from train_pair import save_model_dir
+    from train_common import save_model_dir
 
     like = Path(args.like)
     tok = AutoTokenizer.from_pretrained(like)

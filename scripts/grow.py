@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     sys.path.insert(0, str(ROOT / "scripts"))
-    from train_pair import save_model_dir
+    from train_common import save_model_dir
 
     if args.layers is None and args.intermediate is None:
         ap.error("say how to grow: --layers N (deeper), --intermediate N (wider MLPs), or both")

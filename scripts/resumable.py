@@ -230,7 +230,7 @@ class Windows:
 def heldout_loss(model, stream: torch.Tensor, chars: int | None, seq: int, device: str, bf16: bool,
                  max_windows: int | None = None, batch: int = 16) -> dict:
     """Nats per token and bits per character over consecutive windows of ``stream``."""
-    from train_pair import autocast_ctx
+    from train_common import autocast_ctx
 
     was_training = model.training
     model.eval()
@@ -387,7 +387,7 @@ def distill(args) -> int:
 
 
 def _machine() -> dict:
-    from train_pair import machine_info
+    from train_common import machine_info
 
     return machine_info()
 
@@ -395,7 +395,7 @@ def _machine() -> dict:
 @torch.no_grad()
 def _generate(model, tok, docs, n, batch, new_tokens, device, rng, greedy: bool, lengths) -> tuple[list[dict], int]:
     """``n`` continuations of prompts cut from ``docs`` (one prompt length per generate call)."""
-    from train_pair import make_prompts_batched
+    from train_common import make_prompts_batched
 
     eos = tok.eos_token_id
     prompts = make_prompts_batched(docs, tok, n, lengths, rng)
@@ -463,7 +463,7 @@ def unlikelihood_loss(model, stream: torch.Tensor, gen: torch.Generator, device:
     """One sequence-level unlikelihood batch: greedy continuations of random corpus prefixes (drawn with
     ``gen``), then ``-mean log(1 - p(token))`` over the tokens of repeated n-grams. Returns the loss, the
     share of continuation tokens that were in a repeat, and the tokens the forward read."""
-    from train_pair import autocast_ctx
+    from train_common import autocast_ctx
 
     P, C = spec["prefix"], spec["continuation"]
     starts = torch.randint(0, stream.numel() - P - 1, (spec["batch"],), generator=gen)
@@ -586,7 +586,7 @@ def segment_finished(seg: dict | None) -> bool:
 
 
 def resume(args) -> int:
-    from train_pair import autocast_ctx, bf16_is_fast, machine_info
+    from train_common import autocast_ctx, bf16_is_fast, machine_info
 
     work, role = Path(args.work).expanduser(), args.role
     init_dir = Path(args.init or ROOT / "assets" / "tiny-code" / role)
@@ -860,7 +860,7 @@ def checkpoint_model(state: dict, out_dir: Path, role: str):
 
 def export(args) -> int:
     """Write the checkpoint as the shipped float16 model if it beats the shipped one on held-out text."""
-    from train_pair import round_to_fp16_, sample_completions, save_model_dir
+    from train_common import round_to_fp16_, sample_completions, save_model_dir
     from model_card import write_resumed_card
 
     work, role = Path(args.work).expanduser(), args.role
@@ -952,7 +952,7 @@ def blend(args) -> int:
     greedy text loops (an unlikelihood segment) against how much its held-out loss rose. The result is scored on
     the whole held-out split (cached for ``export``), recorded in the totals' sessions, and the optimizer state
     is dropped (its moments belong to neither end); a later ``resume`` starts a new segment from the blend."""
-    from train_pair import round_to_fp16_
+    from train_common import round_to_fp16_
 
     work, role = Path(args.work).expanduser(), args.role
     ckpt_path = work / "ckpt" / f"{role}.pt"

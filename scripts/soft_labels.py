@@ -147,7 +147,7 @@ class SoftLabeler:
         """For drafter windows ``x`` (B x (seq+1)): the flat indices (into B x seq) of the labelled positions (the
         aligned ones; with ``positions="all"`` also those inside a target token), their soft labels (N x drafter
         vocab), and the share of positions labelled."""
-        from train_pair import autocast_ctx
+        from train_common import autocast_ctx
 
         B, L = x.shape[0], x.shape[1] - 1
         rows, texts = [], []

@@ -110,7 +110,7 @@ def test_wider_mlps_keep_the_logits_and_learn(tok):
 
 
 def test_grow_cli_widens_and_records_it(tmp_path, tok):
-    from train_pair import save_model_dir
+    from train_common import save_model_dir
 
     src = tmp_path / "pair" / "drafter"
     save_model_dir(tiny_llama(tok, seed=6, layers=2), tok, src)
