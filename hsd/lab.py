@@ -46,18 +46,13 @@ BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
 #: threshold[, shared noise]]]); the label states every setting the example fills and is short enough to be
 #: shown whole. Prompts end at the end of a line: the target's BPE merges a newline with the next line's
 #: indentation, so a prompt ending in a bare newline means "unindented line or end of file" to it
-#: (docs/embedded-pair.md). On the embedded pair sampling with the greedy drafter does not pay (TLI at T=1 after
-#: `def fibonacci(n):`, k=5: 0.86x AR) and the drafter trained on the target's distribution (tiny-code-sampling)
-#: pays (k=2: 1.34x AR; six seeds), and SLRS with the byte drafter 1.21x: a classroom sees the drafter decide
-#: (measured again on 5 December 2026 with dual linear layers, hsd/layout.py, and the app's thread choice,
-#: hsd/threads.py: one thread for this pair; with two threads these examples ran 0.62x, 0.76x and 0.61x;
-#: benchmarks/app_examples.py). SLEM
-#: at T=0.7 with shared noise writes AR's text for the same seed (six seeds of six on its prompt); with the drafter
-#: for sampling, whose last segment learnt the target's T=0.7 distribution, at k=3 it is 1.40x AR there over six
-#: seeds (1.26x with column-major weights; 0.81x with two threads). The label
-#: leaves out k=3 to fit the cell; the lookahead field shows it. The first example (and
-#: the app's default prompt) is one whose greedy SLEM speedup on the embedded pair is about its held-out average
-#: (about 2x, docs/benchmarks.md), not the best prompt found.
+#: (docs/embedded-pair.md). The examples show a classroom that the drafter decides: on the embedded pair sampling
+#: with the greedy drafter does not pay (TLI at T=1, k=5: slower than AR, as its label says) and the drafter
+#: trained on the target's distribution (tiny-code-sampling) does; SLEM at T=0.7 with shared noise writes AR's text
+#: for the same seed (its label leaves out k=3 to fit the cell; the lookahead field shows it). Each label's claim
+#: is what `benchmarks/app_examples.py` measures against AR on the app's thread choice (hsd/threads.py). The first
+#: example (and the app's default prompt) is one whose greedy SLEM speedup is about the pair's average, not the
+#: best prompt found.
 #: A label longer than :data:`EXAMPLE_LABEL_MAX` characters is cut by Gradio 6's example cell (its Example
 #: components end a longer string with "...").
 EXAMPLE_LABEL_MAX = 60
