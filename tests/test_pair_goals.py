@@ -277,7 +277,7 @@ def test_tli_at_t1_is_measured_with_the_drafter_for_sampling_beside_the_greedy_o
                             "--max-new-tokens", "8", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["speed"]
     assert [(r["preset"], r["algorithm"], r["temperature"], r["goal"]) for r in rows] == [
-        ("tiny-code-sampling", "tli", 1.0, 1.0), ("tiny-code", "tli", 1.0, None)]
+        ("tiny-code-sampling", "tli", 1.0, pair_goals.PROMPT_SETS["packages"]["speed_goals"][("tli", 1.0)]), ("tiny-code", "tli", 1.0, None)]
     assert all(r["speedup"] > 0 and r["tau"] >= 1.0 for r in rows)
 
 
