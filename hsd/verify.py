@@ -11,8 +11,10 @@ Two rules, both lossless:
 * :func:`exact_match` (SLEM §2 step 4): draw the target's own token ``u_j ~ p_j``; keep going while
   it equals the proposal; the first mismatch is emitted as the correction; bonus if all match.
 
-Inputs are tensors on the target's device; one host synchronisation per call (per verified position
-for :func:`sequential_rejection`).
+Inputs are on the target's device: ``p`` a ``[m+1, V]`` tensor of probabilities, or at temperature 0 a
+:class:`~hsd.sampling.OneHot` (each ``p_i`` is one-hot on the target's argmax, and the rules reduce to comparing
+ids, so that no row over the vocabulary is built); proposals likewise. One host synchronisation per call (per
+verified position for :func:`sequential_rejection`).
 
 Each rule takes an optional :class:`Recorder` (``record``): when a run asks for the rejection-sampling
 picture (``record_distributions``), the rule hands it each verified position's ``p`` and proposal, and the
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .sampling import Rng, Sampling, pick
+from .sampling import OneHot, Rng, Sampling, draw, pick, probs_at, row
 from .trace import Distributions, Position
 
 TOP = 20  # a recorded picture keeps the target's TOP most probable tokens ...
@@ -60,8 +62,8 @@ class Recorder:
         r = r / r.sum() if float(r.sum()) > 0 else p  # what :func:`residual` samples from
         size = p.shape[-1]
         chosen: dict[int, None] = {}
-        for row, k in ((p, self.top), (q, SIDE), (r, SIDE)):
-            values, ids = row.topk(min(k, size))
+        for dist, k in ((p, self.top), (q, SIDE), (r, SIDE)):
+            values, ids = dist.topk(min(k, size))
             chosen.update((i, None) for v, i in zip(values.tolist(), ids.tolist()) if v > 0)
         chosen.update((t, None) for t in (token, emitted) if t is not None and 0 <= t < size)
         ids = list(chosen)
@@ -109,31 +111,48 @@ def _positions(tokens, p_t, q_t, accept, n_accepted, n_checked) -> list[Position
     return out
 
 
-def rejection(p: torch.Tensor, q: torch.Tensor, proposal: list[int], sampling: Sampling, rng: Rng,
+def _bonus(p, m: int, sampling: Sampling, rng: Rng) -> int:
+    """The bonus token, from ``p_{m+1}``."""
+    return draw(p[m:m + 1] if isinstance(p, torch.Tensor) else p[m], sampling, rng)[0]
+
+
+def rejection(p: torch.Tensor | OneHot, q, proposal: list[int], sampling: Sampling, rng: Rng,
               record: Recorder | None = None) -> Verdict:
     """Speculative sampling. ``p``: ``[m+1, V]`` target distributions, ``q``: ``[m, V]`` proposal
-    distributions over the same (target) vocabulary, ``proposal``: the ``m`` sampled tokens."""
+    distributions over the same (target) vocabulary (a tensor, or rows read by :func:`~hsd.sampling.probs_at`
+    and :func:`~hsd.sampling.row`), ``proposal``: the ``m`` sampled tokens."""
     m = len(proposal)
-    idx = torch.tensor(proposal, dtype=torch.long, device=p.device)
-    rows = torch.arange(m, device=p.device)
-    p_t, q_t = p[rows, idx], q[rows, idx]
-    accept = torch.where(q_t > 0, torch.clamp(p_t / q_t, max=1.0), torch.zeros_like(p_t))
-    draws = rng.uniform(m, p.device)
-    passed = (draws < accept).long()
-    n = int(passed.cumprod(0).sum()) if m else 0
+    device = p.device
+    if isinstance(p, OneHot) and isinstance(q, OneHot):
+        # Greedy target and drafter: p_i(t) and q_i(t) are 1 or 0, so min(1, p/q) is 1 where both are 1, else 0,
+        # and no uniform decides anything. It is drawn all the same, so the generator moves as in the general case.
+        p_t = [float(a == t) for a, t in zip(p.ids, proposal)]
+        q_t = [float(a == t) for a, t in zip(q.ids, proposal)]
+        accept = [pt * qt for pt, qt in zip(p_t, q_t)]
+        rng.uniform(m, device)
+        n = next((i for i, a in enumerate(accept) if a < 1.0), m)
+    else:
+        p_tensor, q_tensor = probs_at(p, proposal), probs_at(q, proposal).to(device)
+        ratio = torch.where(q_tensor > 0, torch.clamp(p_tensor / q_tensor, max=1.0), torch.zeros_like(p_tensor))
+        passed = (rng.uniform(m, device) < ratio).long()
+        n = int(passed.cumprod(0).sum()) if m else 0
+        p_t, q_t, accept = p_tensor.tolist(), q_tensor.tolist(), ratio.tolist()
     if n < m:
-        token = int(pick(residual(p[n], q[n]).unsqueeze(0), sampling, rng)[0])
+        if isinstance(p, OneHot):  # p_n is one-hot on a: max(0, p_n - q_n) is 0 off a, so the residual is p_n
+            token = p.ids[n]
+        else:
+            token = int(pick(residual(p[n], row(q, n).to(device)).unsqueeze(0), sampling, rng)[0])
         label = "corrected"
     else:
-        token = int(pick(p[m:m + 1], sampling, rng)[0])
+        token = _bonus(p, m, sampling, rng)
         label = "bonus"
-    positions = _positions(proposal, p_t.tolist(), q_t.tolist(), accept.tolist(), n, min(n + 1, m))
-    _record(record, positions, n, m, token, lambda i: (p[i], q[i], "rejection"))
+    positions = _positions(proposal, p_t, q_t, accept, n, min(n + 1, m))
+    _record(record, positions, n, m, token, lambda i: (row(p, i), row(q, i).to(device), "rejection"))
     return Verdict(n, token, label, positions)
 
 
-def residual_by_rejection(p: torch.Tensor, q_of: Callable[[int], float], support: list[int], sampling: Sampling,
-                          rng: Rng, max_draws: int) -> tuple[int, int]:
+def residual_by_rejection(p: torch.Tensor | OneHot, q_of: Callable[[int], float], support: list[int],
+                          sampling: Sampling, rng: Rng, max_draws: int) -> tuple[int, int]:
     """A draw from ``max(0, p - q)`` normalised, where ``q`` is 0 outside ``support`` and ``q_of(u)`` is costly.
 
     Draw ``u ~ p`` and keep it with probability ``1 - min(1, q(u)/p(u))`` (always outside ``support``):
@@ -143,15 +162,15 @@ def residual_by_rejection(p: torch.Tensor, q_of: Callable[[int], float], support
     the work is bounded by ``len(support)`` evaluations. Greedy: the argmax. Returns (token, draws).
     """
     if sampling.greedy:
-        return int(p.argmax()), 0
+        return draw(p if isinstance(p, OneHot) else p.unsqueeze(0), sampling, rng)[0], 0
     inside = set(support)
-    for draw in range(1, max_draws + 1):
+    for drawn in range(1, max_draws + 1):
         u = int(rng.sample(p.unsqueeze(0))[0])
         if u not in inside:
-            return u, draw
+            return u, drawn
         keep = 1.0 - min(1.0, q_of(u) / float(p[u]))
         if float(rng.uniform(1, p.device)[0]) < keep:
-            return u, draw
+            return u, drawn
     q = torch.zeros_like(p)
     for u in support:
         if p[u] > 0:
@@ -159,7 +178,7 @@ def residual_by_rejection(p: torch.Tensor, q_of: Callable[[int], float], support
     return int(pick(residual(p, q).unsqueeze(0), sampling, rng)[0]), max_draws
 
 
-def sequential_rejection(p: torch.Tensor, proposal: list[int], q_of: Callable[[int, int], float],
+def sequential_rejection(p: torch.Tensor | OneHot, proposal: list[int], q_of: Callable[[int, int], float],
                          support_of: Callable[[int], list[int]], sampling: Sampling, rng: Rng,
                          max_draws: int, record: Recorder | None = None) -> tuple[Verdict, int]:
     """:func:`rejection` with the proposal probability asked lazily: ``q_of(i, t)`` = ``q_i(t)``, only for
@@ -173,7 +192,7 @@ def sequential_rejection(p: torch.Tensor, proposal: list[int], q_of: Callable[[i
     n, draws = 0, 0
     while n < m:
         t = proposal[n]
-        pt = float(p[n, t]) if t >= 0 else 0.0
+        pt = _prob(p, n, t) if t >= 0 else 0.0
         qt = q_of(n, t) if t >= 0 else 0.0
         a = min(1.0, pt / qt) if qt > 0 else 0.0
         p_t.append(pt)
@@ -186,25 +205,31 @@ def sequential_rejection(p: torch.Tensor, proposal: list[int], q_of: Callable[[i
         token, draws = residual_by_rejection(p[n], lambda u: q_of(n, u), support_of(n), sampling, rng, max_draws)
         label = "corrected"
     else:
-        token, label = int(pick(p[m:m + 1], sampling, rng)[0]), "bonus"
+        token, label = _bonus(p, m, sampling, rng), "bonus"
     for t in proposal[len(p_t):]:
-        p_t.append(float(p[len(p_t), t]) if t >= 0 and len(p_t) < p.shape[0] else 0.0)
+        p_t.append(_prob(p, len(p_t), t) if t >= 0 and len(p_t) < len(p) else 0.0)
         q_t.append(None), accept.append(0.0)
     positions = _positions(proposal, p_t, None, accept, n, min(n + 1, m))
     for pos, q in zip(positions, q_t):
         pos.q = q
 
     def dense(i: int):  # q is 0 outside the support: a full row from the support's values
-        row = torch.zeros_like(p[i])
+        p_i = row(p, i)
+        q_i = torch.zeros_like(p_i)
         for u in dict.fromkeys(support_of(i) + ([proposal[i]] if proposal[i] >= 0 else [])):
-            row[u] = q_of(i, u)
-        return p[i], row, "rejection"
+            q_i[u] = q_of(i, u)
+        return p_i, q_i, "rejection"
 
     _record(record, positions, n, m, token, dense)
     return Verdict(n, token, label, positions), draws
 
 
-def exact_match(p: torch.Tensor, proposal: list[int], sampling: Sampling, rng: Rng,
+def _prob(p, i: int, t: int) -> float:
+    """``p_i(t)``."""
+    return float(p[i, t]) if isinstance(p, torch.Tensor) else float(p.ids[i] == t)
+
+
+def exact_match(p: torch.Tensor | OneHot, proposal: list[int], sampling: Sampling, rng: Rng,
                 q_t: list[float] | None = None, record: Recorder | None = None,
                 own_at: Callable[[int], int] | None = None) -> Verdict:
     """SLEM verification. ``p``: ``[m+1, V]``; the target samples every position once. (As a picture, the
@@ -215,7 +240,7 @@ def exact_match(p: torch.Tensor, proposal: list[int], sampling: Sampling, rng: R
     m = len(proposal)
     n = 0
     if own_at is None:
-        own = pick(p, sampling, rng).tolist()
+        own = draw(p, sampling, rng)
         while n < m and own[n] == proposal[n]:
             n += 1
     else:
@@ -223,15 +248,15 @@ def exact_match(p: torch.Tensor, proposal: list[int], sampling: Sampling, rng: R
         while n < m and own[n] == proposal[n]:
             n += 1
             own.append(own_at(n))
-    idx = torch.tensor(proposal, dtype=torch.long, device=p.device)
-    p_t = p[torch.arange(m, device=p.device), idx].tolist() if m else []
+    p_t = probs_at(p, proposal).tolist() if m else []
     label = "bonus" if n == m else "corrected"
     positions = _positions(proposal, p_t, q_t, p_t, n, min(n + 1, m))
 
     def point_mass(i: int):
-        row = torch.zeros_like(p[i])
-        row[proposal[i]] = 1.0
-        return p[i], row, "exact match"
+        p_i = row(p, i)
+        mass = torch.zeros_like(p_i)
+        mass[proposal[i]] = 1.0
+        return p_i, mass, "exact match"
 
     _record(record, positions, n, m, own[n], point_mass)
     return Verdict(n, own[n], label, positions)

@@ -246,6 +246,7 @@ class IntersectionMaps:
     src: torch.Tensor  # drafter ids in the intersection
     dst: torch.Tensor  # their target ids
     drafter_to_target: list[int]  # every drafter id's target id, -1 outside the intersection
+    target_to_drafter: dict[int, tuple[int, ...]]  # every target id in ``dst``: the ids of ``src`` it gets, in order
 
 
 @dataclass
@@ -269,8 +270,11 @@ class PairVocab:
             d2t = self.drafter_to_target[:n_drafter]
             allowed = (d2t >= 0) & (d2t < n_target)
             src = allowed.nonzero().squeeze(-1)
+            groups: dict[int, tuple[int, ...]] = {}
+            for d, t in zip(src.tolist(), d2t[src].tolist()):
+                groups[t] = groups.get(t, ()) + (d,)
             self._maps[key] = IntersectionMaps(allowed.to(drafter_device), src.to(drafter_device),
-                                               d2t[src].to(target_device), d2t.tolist())
+                                               d2t[src].to(target_device), d2t.tolist(), groups)
         return self._maps[key]
 
     @classmethod

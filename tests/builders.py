@@ -7,7 +7,9 @@
 * ``tiny_windowed``: the same for architectures with sliding-window, chunked or recurrent layers
   (Mistral, Qwen2, Gemma-2, Gemma-3, Llama-4, LFM2), with a small window;
 * ``BigramLM``: a hand-set next-token table with the causal-LM call signature, for exact
-  distribution tests (its distribution is known in closed form).
+  distribution tests (its distribution is known in closed form);
+* ``RowsLM``: the same for a vocabulary too large for a table, each row made when a token asks for it
+  (``peaked_rows``, ``correlated_rows``: rows like ``correlated_bigrams``' over real vocabularies).
 """
 
 from __future__ import annotations
@@ -149,6 +151,63 @@ class BigramLM(torch.nn.Module):
 
 
 assert "cache" in inspect.signature(BigramLM.forward).parameters
+
+
+class RowsLM(torch.nn.Module):
+    """:class:`BigramLM` whose next-token logits after token ``i`` are ``row(i)``, made on demand (a table over a
+    150k-entry vocabulary would hold 2e10 numbers)."""
+
+    def __init__(self, row, vocab_size: int, eos_token_id: int | None = None):
+        super().__init__()
+        self.row = row
+        self.anchor = torch.nn.Parameter(torch.zeros(1), requires_grad=False)  # the device and dtype hsd reads
+        self.config = SimpleNamespace(vocab_size=vocab_size, max_position_embeddings=4096)
+        self.generation_config = SimpleNamespace(eos_token_id=eos_token_id)
+
+    def forward(self, input_ids, cache=None, use_cache=True, logits_to_keep=0):
+        ids = input_ids[:, -logits_to_keep:] if logits_to_keep else input_ids
+        return SimpleNamespace(logits=torch.stack([torch.stack([self.row(int(i)) for i in r]) for r in ids]))
+
+
+def peaked_rows(vocab, seed: int, per_row: int = 4, among=None):
+    """``row(i)``: almost all mass on ``per_row`` ordinary tokens (of ``among`` if given) drawn from ``(seed, i)``, as
+    ``_sparse_rows``."""
+    ordinary = torch.tensor([i for i in (range(len(vocab)) if among is None else among) if vocab.tokens[i]])
+
+    @lru_cache(maxsize=None)
+    def row(i: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + i)
+        out = torch.full((len(vocab),), -30.0)
+        out[ordinary[torch.randint(len(ordinary), (per_row,), generator=gen)]] = (
+            torch.tensor([3.0, 2.2, 1.6, 1.0][:per_row]) + torch.rand(per_row, generator=gen))
+        return out
+
+    return row
+
+
+def correlated_rows(target_row, target_vocab, drafter_vocab, seed: int, reverse: bool = False):
+    """A drafter's ``row(d)`` that roughly agrees with ``target_row`` where the two vocabularies share bytes, as
+    ``correlated_bigrams`` builds its drafter table; ``reverse``: on the same tokens, the least likely first."""
+    import hsd
+
+    d2t = hsd.PairVocab.build(target_vocab, drafter_vocab).drafter_to_target.tolist()
+    t2d = {t: d for d, t in enumerate(d2t) if t >= 0 and drafter_vocab.tokens[d]}
+    fallback = peaked_rows(drafter_vocab, seed)
+
+    @lru_cache(maxsize=None)
+    def row(d: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + d)
+        out = torch.full((len(drafter_vocab),), -30.0)
+        t = d2t[d]
+        if t >= 0 and drafter_vocab.tokens[d]:
+            target = target_row(t)
+            for col in target.topk(4).indices.tolist():
+                if col in t2d:
+                    value = 4.5 - target[col] if reverse else target[col]
+                    out[t2d[col]] = value * 0.7 + float(torch.rand(1, generator=gen))
+        return out if out.max() > 0 else fallback(d)
+
+    return row
 
 
 def _sparse_rows(n_rows: int, columns: list[int], width: int, gen: torch.Generator, per_row: int = 4) -> torch.Tensor:

@@ -8,12 +8,15 @@ at a tiny one that makes many drafted tokens heavy (proposed as ⊥, docs/slrs.m
 
 import math
 from collections import Counter
+from functools import lru_cache
 
 import pytest
 import torch
 
 import hsd
 import hsd.verify
+import realtok
+from builders import RowsLM, correlated_rows, peaked_rows
 from hsd.algorithms import slrs
 from hsd.sampling import Sampling
 from pairs import bigram, byte_pair
@@ -217,3 +220,58 @@ def test_tli_q_used_in_ratio_is_the_probability_sampled():
             assert position.q == pytest.approx(drafted.prob, rel=1e-5)
             checked += 1
     assert checked > 10
+
+
+# ------------------------------------------------------------------------------ at a real vocabulary's size
+# The same check over Qwen2's 151,936 entries (target) and DeepSeek-Coder's 32,259 (drafter): what verification
+# builds per position (TLI's q' carried into target ids, the residual over the whole target vocabulary) at the
+# sizes users run. The first emitted token only (one drafted token, then one verified position), so that a
+# thousand seeded runs take seconds although torch's sampler draws one number per vocabulary entry.
+
+REAL_N = 1000
+REAL_SETTINGS = dict(temperature=1.0, top_k=0, top_p=1.0)
+_real = pytest.mark.skipif(not {"qwen2", "deepseek-coder"} <= set(realtok.available()),
+                           reason=f"real vocabulary files missing: run `{realtok.FETCH_COMMAND}`")
+
+
+@lru_cache(maxsize=None)
+def _real_pair(kind: str) -> hsd.Pair:
+    """Peaked row models over real vocabularies: ``shared`` (Qwen2 <- Qwen2, SD) or ``hetero`` (Qwen2 <-
+    DeepSeek-Coder), the drafter putting its mass on the target's likely tokens, the less likely first (so that
+    drafts are often accepted, and a biased correction shows)."""
+    tok = realtok.load_tokenizer("qwen2")
+    d_tok = tok if kind == "shared" else realtok.load_tokenizer("deepseek-coder")
+    pair = hsd.Pair(hsd.Model.wrap(RowsLM(None, len(tok), tok.eos_token_id), tok, "qwen2-rows"),
+                    hsd.Model.wrap(RowsLM(None, len(d_tok), d_tok.eos_token_id), d_tok, f"{kind}-rows"))
+    both = sorted(set(pair.vocab.drafter_to_target.tolist()) - {-1})  # target ids the drafter can spell
+    pair.target.model.row = peaked_rows(pair.target.vocab, seed=11, among=both)
+    pair.drafter.model.row = correlated_rows(pair.target.model.row, pair.target.vocab, pair.drafter.vocab, seed=12,
+                                             reverse=True)
+    return pair
+
+
+def _real_first_token(pair, algorithm: str, n: int = REAL_N) -> tuple[dict, dict]:
+    """(the empirical distribution of the first emitted token over ``n`` seeds, the target's exact one)."""
+    last = pair.target.tokenizer(PROMPT)["input_ids"][-1]
+    p = Sampling(**REAL_SETTINGS).probs(pair.target.model.row(last).unsqueeze(0))[0]
+    exact = {(t,): float(p[t]) for t in p.nonzero().squeeze(-1).tolist()}
+    counts = Counter(tuple(hsd.generate(pair, PROMPT, algorithm=algorithm, max_new_tokens=1, lookahead=1, seed=seed,
+                                        **REAL_SETTINGS).token_ids) for seed in range(n))
+    return {k: v / n for k, v in counts.items()}, exact
+
+
+@_real
+@pytest.mark.parametrize("algorithm,kind", [("tli", "hetero"), pytest.param("sd", "shared", marks=pytest.mark.slow),
+                                            pytest.param("slem", "hetero", marks=pytest.mark.slow)])
+def test_first_token_matches_target_distribution_at_real_vocabulary_size(algorithm, kind):
+    got, exact = _real_first_token(_real_pair(kind), algorithm)
+    print(f"TV first={tv(got, exact):.4f}")
+    assert tv(got, exact) < BOUND
+
+
+@_real
+def test_known_lossy_variant_fails_the_same_bound_at_real_vocabulary_size(monkeypatch):
+    monkeypatch.setattr(hsd.verify, "residual", _lossy_residual)
+    got, exact = _real_first_token(_real_pair("hetero"), "tli")
+    print(f"lossy TV first={tv(got, exact):.4f}")
+    assert tv(got, exact) > BOUND

@@ -10,7 +10,7 @@ from .contract import Algorithm
 def step(s: Session) -> Round:
     rnd = Round(len(s.rounds))
     rnd.t_other = s.clock.split()
-    p = s.target_probs([])
+    p = s.target_rows([])
     token = s.sample_at(p[0], len(s.generated), s.empties)
     s.commit(rnd, [], token, "target")
     rnd.target_forwards = 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ..sampling import OneHot, probs_at
 from ..session import Session
 from ..trace import Round, Span
 
@@ -19,7 +20,8 @@ def spans(tokens, ids: list[int], start: int = 0, probs: list[float | None] | No
     return out
 
 
-def draft(rnd: Round, s: Session, k: int, allowed: torch.Tensor | None = None) -> tuple[list[int], torch.Tensor]:
+def draft(rnd: Round, s: Session, k: int,
+          allowed: torch.Tensor | None = None) -> tuple[list[int], torch.Tensor | OneHot]:
     """Up to ``k`` drafter tokens (:meth:`DrafterContext.draft`), their forwards and time recorded on ``rnd``."""
     d = s.drafter
     before = d.runner.forwards
@@ -32,7 +34,7 @@ def draft(rnd: Round, s: Session, k: int, allowed: torch.Tensor | None = None) -
 
 def place_drafted(rnd: Round, tokens, drafted: list[int], q) -> bytes:
     """Record the drafted tokens with their byte spans in the draft string; return the string."""
-    rnd.drafted = spans(tokens, drafted, probs=[float(q[i, t]) for i, t in enumerate(drafted)])
+    rnd.drafted = spans(tokens, drafted, probs=probs_at(q, drafted).tolist())
     rnd.draft = b"".join(tokens[t] or b"" for t in drafted)
     return rnd.draft
 

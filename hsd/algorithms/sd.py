@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from .. import verify
+from ..sampling import OneHot
 from ..session import Session
 from ..trace import Round
 from .common import commit_verdict, draft, place_drafted, spans
@@ -22,11 +23,9 @@ def step(s: Session) -> Round:
     rnd.t_other = s.clock.split()
     # 1. Draft k tokens d_i ~ q(. | x, d_<i).
     drafted, q = draft(rnd, s, k)
-    q_target = torch.zeros(len(drafted), s.pair.target.n_logits, device=s.target.device)
-    width = min(q.shape[-1], q_target.shape[-1])
-    q_target[:, :width] = q[:, :width].to(q_target.device)
+    q_target = in_target_vocabulary(q, s.pair.target.n_logits, s.target.device)
     # 2-4. One target forward; accept with min(1, p/q); residual or bonus.
-    p = s.target_probs(drafted)
+    p = s.target_rows(drafted)
     v = verify.rejection(p, q_target, drafted, s.settings.sampling, s.rng, record=s.recorder)
     commit_verdict(rnd, s, drafted, v)
     place_drafted(rnd, s.vocab.tokens, drafted, q)
@@ -38,6 +37,19 @@ def step(s: Session) -> Round:
     rnd.drafter_dropped = before - len(d.runner)
     rnd.t_other += s.clock.split()
     return rnd
+
+
+def in_target_vocabulary(q: torch.Tensor | OneHot, n_target: int, device) -> torch.Tensor | OneHot:
+    """The drafter's rows over the target's ``n_target`` logits: the same ids, cut or padded with zeros (the two
+    vocabularies are one; only a padded ``vocab_size`` may differ)."""
+    if isinstance(q, OneHot):
+        return OneHot(q.ids, n_target, torch.device(device))
+    width = min(q.shape[-1], n_target)
+    if width == n_target:
+        return q[:, :width].to(device)
+    out = torch.zeros(q.shape[0], n_target, device=device)
+    out[:, :width] = q[:, :width].to(device)
+    return out
 
 
 def _requires(pair) -> str | None:

@@ -27,7 +27,7 @@ def step(s: Session) -> Round:
     proposal = convert(rnd, s, drafted, text)[:room]
     rnd.t_convert = s.clock.split()
     # 3-4. One target forward; the target samples every position; first mismatch ends the round.
-    p = s.target_probs(proposal)
+    p = s.target_rows(proposal)
     v = verify.exact_match(p, proposal, s.settings.sampling, s.rng, record=s.recorder, own_at=own_at(s, p, proposal))
     commit_verdict(rnd, s, proposal, v)
     close_round(rnd, s, drafted, proposal)

@@ -26,7 +26,7 @@ import torch
 from ..loading import Pair
 from ..paths import PathCounts, path_counts
 from ..psi import Enumerator, Proposer
-from ..sampling import Sampling, pick
+from ..sampling import OneHot, Sampling, pick
 from ..session import DrafterContext, Session
 from ..trace import Round, Span
 from ..trie import BOTTOM, drafter_trie, target_trie
@@ -154,10 +154,22 @@ def _draft(s: Session, lag: bytes) -> _Slot:
     return slot
 
 
-def _candidates(p: torch.Tensor) -> list[int]:
-    """The target's ``CANDIDATES`` most probable tokens with ``p > 0`` (ties: lowest id): ψ' is 0 elsewhere."""
-    values, ids = torch.sort(p, descending=True, stable=True)
-    return [int(i) for v, i in zip(values[:CANDIDATES].tolist(), ids[:CANDIDATES].tolist()) if v > 0]
+def _candidates(p: torch.Tensor | OneHot) -> list[int]:
+    """The target's ``CANDIDATES`` most probable tokens with ``p > 0``, most probable first (ties: lowest id first):
+    ψ' is 0 elsewhere. The first of a stable descending sort of ``p``, found without sorting the vocabulary: every
+    token above the ``CANDIDATES``-th largest value ``last``, then the lowest ids whose value is ``last``."""
+    if isinstance(p, OneHot):
+        return list(p.ids)  # the one token with p > 0
+    k = min(CANDIDATES, p.shape[-1])
+    values, ids = (x.tolist() for x in torch.topk(p, k))
+    last = values[-1]
+    chosen = [(v, i) for v, i in zip(values, ids) if v > last]
+    if last > 0:
+        tied = sorted(i for v, i in zip(values, ids) if v == last)
+        if int((p == last).sum()) > len(tied):  # more tokens have the value than topk returned: the lowest ids
+            tied = (p == last).nonzero().squeeze(-1)[:k - len(chosen)].tolist()
+        chosen += [(last, i) for i in tied]
+    return [i for v, i in sorted(chosen, key=lambda vi: (-vi[0], vi[1]))]
 
 
 def step(s: Session) -> Round:
@@ -189,7 +201,7 @@ def step(s: Session) -> Round:
     rnd.t_draft = s.clock.split()
     # 3. One target forward; accept t_i with min(1, p/ψ'); at the first rejection, the residual.
     proposal = [slot.proposal for slot in slots]
-    p = s.target_probs([t for t in proposal if t != BOTTOM])
+    p = s.target_rows([t for t in proposal if t != BOTTOM])
     candidates: dict[int, list[int]] = {}
 
     def support(j: int) -> list[int]:

@@ -8,11 +8,15 @@ drafter ids spell the same bytes, the target token's proposal probability is the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from .. import verify
+from ..sampling import OneHot
 from ..session import Session
 from ..trace import Round
+from ..vocab import IntersectionMaps
 from .common import close_round, commit_verdict, draft, place_drafted, spans
 from .contract import Algorithm
 
@@ -29,12 +33,11 @@ def step(s: Session) -> Round:
     drafted, q = draft(rnd, s, k, allowed=maps.allowed)
     place_drafted(rnd, d.model.vocab.tokens, drafted, q)
     proposal = [maps.drafter_to_target[t] for t in drafted]
-    q_target = torch.zeros(len(drafted), s.pair.target.n_logits, device=s.target.device)
-    q_target.scatter_add_(1, maps.dst.expand(len(drafted), -1), q[:, maps.src].to(s.target.device))
+    q_target = InTarget.of(q, maps, s.pair.target.n_logits, s.target.device)
     rnd.proposed = spans(s.vocab.tokens, proposal)
     rnd.t_convert = s.clock.split()
     # 3. Standard speculative sampling against q'.
-    p = s.target_probs(proposal)
+    p = s.target_rows(proposal)
     v = verify.rejection(p, q_target, proposal, s.settings.sampling, s.rng, record=s.recorder)
     commit_verdict(rnd, s, proposal, v)
     for span, position in zip(rnd.proposed, v.positions):
@@ -42,6 +45,41 @@ def step(s: Session) -> Round:
     # 4. Emitted tokens outside the intersection reach the drafter by re-encoding their text.
     close_round(rnd, s, drafted, proposal)
     return rnd
+
+
+@dataclass(frozen=True)
+class InTarget:
+    """``q'`` carried into the target's vocabulary (step 3), read only where verification needs it: at the proposed
+    tokens (:meth:`at`) and, for a residual or a picture, one whole row (:meth:`row`). Target token ``t`` gets the
+    sum of ``q'`` over the drafter ids that spell its bytes, added in the order of their ids from 0, as one
+    ``scatter_add`` of the whole rows adds them, so every value is that scatter's, bit for bit."""
+
+    q: torch.Tensor  # [n, V_drafter]: the drafter's q', as sampled
+    maps: IntersectionMaps
+    size: int  # the target's logits
+    device: torch.device
+
+    @classmethod
+    def of(cls, q: torch.Tensor | OneHot, maps: IntersectionMaps, size: int, device) -> InTarget | OneHot:
+        if isinstance(q, OneHot):  # a greedy drafter's q' is one-hot on the drafted id, so q' in target ids is too
+            return OneHot(tuple(maps.drafter_to_target[d] for d in q.ids), size, torch.device(device))
+        return cls(q, maps, size, torch.device(device))
+
+    def __len__(self) -> int:
+        return self.q.shape[0]
+
+    def at(self, tokens: list[int]) -> torch.Tensor:
+        rows, ids, slots = [], [], []
+        for i, t in enumerate(tokens):
+            for d in self.maps.target_to_drafter.get(t, ()):
+                rows.append(i), ids.append(d), slots.append(i)
+        values = self.q[rows, ids].to(self.device)
+        index = torch.tensor(slots, dtype=torch.long, device=self.device)
+        return torch.zeros(len(tokens), device=self.device).scatter_add_(0, index, values)
+
+    def row(self, i: int) -> torch.Tensor:
+        out = torch.zeros(self.size, device=self.device)
+        return out.scatter_add_(0, self.maps.dst, self.q[i, self.maps.src].to(self.device))
 
 
 def _requires(pair) -> str | None:

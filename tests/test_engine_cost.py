@@ -1,0 +1,179 @@
+"""The engine's work per round stays exact where it is cut: greedy rows held as their argmax (``OneHot``), TLI's q'
+carried into target ids only where verification reads it, SLRS's candidates without a sort of the vocabulary,
+numpy's argmax for torch's; and ``benchmarks/engine_cost.py`` runs end to end on real vocabularies."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+import realtok
+from hsd import verify
+from hsd.algorithms import slrs
+from hsd.algorithms.tli import InTarget
+from hsd.sampling import OneHot, Rng, Sampling, argmax, probs_at, row
+from hsd.vocab import PairVocab, Vocab
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_fast_argmax_is_torchs_argmax_on_ties_nans_infinities_and_views():
+    gen = torch.Generator().manual_seed(0)
+    rnd = random.Random(0)
+    for trial in range(600):
+        n, size = rnd.randint(1, 6), rnd.choice([1, 2, 17, 1000, 40000])
+        x = torch.randn(n, size, generator=gen)
+        kind = trial % 6
+        if kind == 1:
+            x = torch.round(x * 2)  # many ties: the lowest id wins
+        elif kind == 2:
+            x[:, rnd.randrange(size)] = float("nan")
+        elif kind == 3:
+            x[:] = float("-inf")
+        elif kind == 4:
+            x[:, ::2] = float("inf")
+        elif kind == 5:
+            x = x[:, : max(1, size // 2)]  # a view with row strides
+        for y in (x, x[0]):
+            assert torch.equal(argmax(y), y.argmax(-1))
+
+
+def _one_hot(p: OneHot) -> torch.Tensor:
+    return torch.stack([row(p, i) for i in range(len(p))]) if len(p) else torch.zeros(0, p.size)
+
+
+def _same_verdict(a, b):
+    assert (a.n_accepted, a.token, a.label) == (b.n_accepted, b.token, b.label)
+    assert [vars(x) for x in a.positions] == [vars(x) for x in b.positions]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_greedy_rules_on_one_hot_rows_are_the_rules_on_dense_rows(seed):
+    """At temperature 0 each rule reads ``p`` held as its argmax exactly as it reads the one-hot rows, and draws the
+    same random numbers (a drafter sampling at its own temperature reads the same stream after)."""
+    rnd = random.Random(seed)
+    size, m = 50, rnd.randint(0, 5)
+    greedy = Sampling(0.0)
+    ids = tuple(rnd.randrange(size) for _ in range(m + 1))
+    proposal = [a if rnd.random() < 0.6 else rnd.randrange(size) for a in ids[:m]]
+    p = OneHot(ids, size, torch.device("cpu"))
+    q_dense = torch.softmax(torch.randn(m, size, generator=torch.Generator().manual_seed(seed)), -1)
+    for q in (OneHot(tuple(proposal), size, torch.device("cpu")), q_dense):
+        rngs = Rng(seed), Rng(seed)
+        q_rows = _one_hot(q) if isinstance(q, OneHot) else q
+        _same_verdict(verify.rejection(p, q, proposal, greedy, rngs[0]),
+                      verify.rejection(_one_hot(p), q_rows, proposal, greedy, rngs[1]))
+        assert torch.equal(rngs[0].uniform(3, "cpu"), rngs[1].uniform(3, "cpu"))
+    _same_verdict(verify.exact_match(p, proposal, greedy, Rng(seed)),
+                  verify.exact_match(_one_hot(p), proposal, greedy, Rng(seed)))
+    psi = {(i, t): rnd.choice([0.0, 0.3, 1.0]) for i in range(m + 1) for t in range(size)}
+    slrs_proposal = [t if rnd.random() < 0.8 else -1 for t in proposal]
+    runs = [verify.sequential_rejection(rows, slrs_proposal, lambda i, t: psi[i, t], lambda i: list(range(size)),
+                                        greedy, Rng(seed), 8) for rows in (p, _one_hot(p))]
+    _same_verdict(runs[0][0], runs[1][0])
+    assert runs[0][1] == runs[1][1]
+
+
+def _maps_with_duplicates():
+    """A pair of vocabularies where several drafter ids spell one target token's bytes (three of them for ``b"a"``)."""
+    target = Vocab([b"a", b"b", b"c", None], frozenset({3}), (3,), None, None, "plain")
+    drafter = Vocab([b"a", b"x", b"a", b"b", b"a", b"c", None], frozenset({6}), (6,), None, None, "plain")
+    return PairVocab.build(target, drafter).intersection_maps(7, 4, "cpu", "cpu")
+
+
+def test_tli_q_in_target_ids_is_the_dense_scatter_bit_for_bit():
+    maps = _maps_with_duplicates()
+    assert maps.target_to_drafter[0] == (0, 2, 4)
+    gen = torch.Generator().manual_seed(1)
+    q = torch.softmax(torch.randn(5, 7, generator=gen) * 3, -1).masked_fill(~maps.allowed, 0.0)
+    q = q / q.sum(-1, keepdim=True)
+    dense = torch.zeros(5, 4).scatter_add_(1, maps.dst.expand(5, -1), q[:, maps.src])
+    carried = InTarget.of(q, maps, 4, "cpu")
+    tokens = [0, 1, 2, 3, 0]
+    assert torch.equal(probs_at(carried, tokens), probs_at(dense, tokens))
+    for i in range(5):
+        assert torch.equal(carried.row(i), dense[i])
+    one_hot = InTarget.of(OneHot((4, 3, 5, 6, 0), 7, torch.device("cpu")), maps, 4, "cpu")
+    assert one_hot.ids == (0, 1, 2, 3, 0)
+
+
+def _sorted_candidates(p: torch.Tensor) -> list[int]:
+    values, ids = torch.sort(p, descending=True, stable=True)
+    return [int(i) for v, i in zip(values[:slrs.CANDIDATES].tolist(), ids[:slrs.CANDIDATES].tolist()) if v > 0]
+
+
+def test_slrs_candidates_are_a_stable_sorts_first():
+    gen = torch.Generator().manual_seed(2)
+    rnd = random.Random(2)
+    for trial in range(500):
+        size = rnd.choice([1, 5, 16, 17, 300])
+        p = torch.softmax(torch.randn(size, generator=gen) * rnd.choice([0.1, 1.0, 5.0]), -1)
+        kind = trial % 5
+        if kind == 1:
+            p = torch.round(p * 20) / 20  # ties, at and above the last candidate
+        elif kind == 2:
+            p[torch.randperm(size, generator=gen)[: size // 2]] = 0.0  # fewer than CANDIDATES with p > 0
+        elif kind == 3:
+            p = torch.full((size,), 1.0 / size)
+        elif kind == 4:
+            p = torch.round(torch.rand(size, generator=gen) * 3) / 10
+        assert slrs._candidates(p) == _sorted_candidates(p)
+    assert slrs._candidates(OneHot((7,), 300, torch.device("cpu"))) == [7]
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("engine_cost", ROOT / "benchmarks" / "engine_cost.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not {"qwen2", "deepseek-coder"} <= set(realtok.available()),
+                    reason=f"real vocabulary files missing: run `{realtok.FETCH_COMMAND}`")
+def test_engine_cost_benchmark_prints_every_algorithm_at_real_vocabulary_size(tmp_path, capsys):
+    bench = _benchmark()
+    out = tmp_path / "cost.json"
+    assert bench.main(["--max-new-tokens", "2", "--prompts", "1", "--repeats", "1", "--json", str(out),
+                       "--markdown"]) == 0
+    data = json.loads(out.read_text())
+    cases = {(c["algorithm"], c["temperature"]): c for c in data["cases"]}
+    assert set(cases) == {(a, t) for a in bench.ALGORITHMS for t in (0.0, 1.0)}
+    for case in cases.values():
+        assert case["current"]["rounds"] >= 1 and case["parts"]["rounds"] >= 1
+        assert case["current"]["engine"] > 0 and case["current"]["target forward"] > 0
+        assert all(case["parts"][k] is not None for k in bench.ENGINE_PARTS)
+        assert case["current"]["syncs"] is None  # a CPU: no device to synchronise with
+        assert (case["current"]["drafter forward"] > 0) == (case["algorithm"] != "ar")
+    assert cases[("slrs", 1.0)]["parts"]["psi"] > 0
+    printed = capsys.readouterr().out
+    assert "151,936 entries" in printed and "32,259 entries" in printed
+    assert printed.count("| ") > 10  # the Markdown table
+
+
+@pytest.mark.skipif(not {"qwen2", "deepseek-coder"} <= set(realtok.available()),
+                    reason=f"real vocabulary files missing: run `{realtok.FETCH_COMMAND}`")
+def test_engine_cost_benchmark_runs_a_baseline_package_in_turn(capsys):
+    """``--baseline``: another copy of hsd (here the same one) runs interleaved; its token ids are compared."""
+    bench = _benchmark()
+    assert bench.main(["--max-new-tokens", "2", "--prompts", "1", "--repeats", "2", "--algorithms", "slem",
+                       "--temperatures", "0", "--baseline", str(ROOT / "hsd")]) == 0
+    assert "token ids identical" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name,low,high", [("qwen2-7b-target", 7.0e9, 8.0e9), ("vicuna-68m-drafter", 60e6, 75e6),
+                                           ("qwen2-0.5b-drafter", 0.45e9, 0.55e9)])
+def test_engine_cost_gpu_specs_have_the_size_they_are_named_for(name, low, high):
+    """The shapes of the GPU run (built on the meta device here: no memory, no weights)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    spec = _benchmark().load_spec(name)
+    entries = {"qwen2": 151_936, "llama-spm": 32_000}[spec["vocabulary"]]
+    config = AutoConfig.for_model(spec["model_type"], vocab_size=entries, **spec["config"])
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    assert low < sum(p.numel() for p in model.parameters()) < high
