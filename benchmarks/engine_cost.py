@@ -58,9 +58,6 @@ PROMPTS = [
     "The quick brown fox jumps over the lazy dog. Then",
     "import os\n\n\ndef list_files(path):\n",
 ]
-# Weights: realtok's recipe (unit-std embeddings and head, 0.1 elsewhere) gives peaked next-token distributions
-# that still vary, so greedy text does not loop at once and sampling is not uniform.
-EMBED_STD, HEAD_STD, HIDDEN_STD = 1.0, 1.0, 0.1
 FORWARD = ("target forward", "drafter forward")
 # (module of the package, attribute, part): the functions whose exclusive time makes each part of the engine's
 # time; an attribute a version of the package lacks is skipped.
@@ -107,12 +104,7 @@ def build_model(spec: dict, device: str, dtype: torch.dtype):
     gen = torch.Generator(device=device).manual_seed(zlib.crc32(json.dumps(shape, sort_keys=True).encode()))
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, HIDDEN_STD, generator=gen)
-        model.get_input_embeddings().weight.normal_(0.0, EMBED_STD, generator=gen)
-        model.get_output_embeddings().weight.normal_(0.0, HEAD_STD, generator=gen)
+    realtok.init_random_weights(model, gen)  # the tests' real-vocabulary models' initialisation
     model.generation_config = GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
     model.eval()
     if torch.device(device).type == "cpu" and dtype == torch.float32:

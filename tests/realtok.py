@@ -289,6 +289,20 @@ _EMBED_STD = 1.0
 _HIDDEN_STD = 0.1
 
 
+def init_random_weights(model, gen) -> None:
+    """Draw ``model``'s weights from the torch generator ``gen`` at the stds above (matrices, then the embedding,
+    then the head), so that a tiny random model over a real vocabulary has peaked, varied next-token
+    distributions."""
+    import torch
+
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, _HIDDEN_STD, generator=gen)
+        model.get_input_embeddings().weight.normal_(0.0, _EMBED_STD, generator=gen)
+        model.get_output_embeddings().weight.normal_(0.0, _LM_HEAD_STD, generator=gen)
+
+
 def padded_vocab_size(name: str, extra: int = 64) -> int:
     """``len(tokenizer) + extra``: the vocab_size of the padded shared-tokenizer control."""
     return len(load_tokenizer(name)) + extra
@@ -335,12 +349,7 @@ def _build_tiny_model(name: str, vocab_size: int, out: Path) -> None:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(_seed(name, vocab_size))
         model = LlamaForCausalLM(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, _HIDDEN_STD, generator=gen)
-        model.get_input_embeddings().weight.normal_(0.0, _EMBED_STD, generator=gen)
-        model.get_output_embeddings().weight.normal_(0.0, _LM_HEAD_STD, generator=gen)
+    init_random_weights(model, gen)
     model = model.to(torch.float32).eval()
     model.save_pretrained(str(out))
     tok.save_pretrained(str(out))
