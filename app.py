@@ -123,7 +123,8 @@ def _loaded_first(out, target, drafter, device, dtype, check):
 
 
 def _run_out(values: dict) -> RunOut:
-    slider = (gr.update(maximum=max(0, values.pop("rounds") - 1), value=values["round"]) if "round" in values
+    rounds = values.pop("rounds", 0)  # a slider needs maximum > minimum: one round leaves it at 0, disabled
+    slider = (gr.update(maximum=max(1, rounds - 1), value=values["round"], interactive=rounds > 1) if "round" in values
               else gr.update(value=0, maximum=1))
     return RunOut(**{**values, "round": slider})
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from huggingface_hub import errors as hub_errors
 
-from . import policy
+from . import emulation, policy
 from .errors import HsdError, InvalidSettingError, ModelNotFoundError, RemoteCodeError, ResourceLimitError
 from .loading import (cache_key, embedded_path, is_loaded, load_pair, offline, release_models, resolve_device,
                       resolve_dtype)
@@ -189,7 +189,7 @@ def load_named_pair(target: str, drafter: str, device: str = "auto", dtype: str 
     if not target:
         raise ModelNotFoundError("No target model: choose a preset or type a Hub id or a local directory.")
     trusted = {name for name in (target, drafter) if policy.trusts_remote_code(name)}
-    with _LOAD_LOCK:
+    with _LOAD_LOCK, emulation.on_this_thread():  # on ZeroGPU, weights placed on cuda from a handler's thread
         try:
             return load_pair(target, drafter or None, device=device, dtype=dtype, trust_remote_code=trusted,
                              target_revision=t_rev, drafter_revision=d_rev if drafter else None)

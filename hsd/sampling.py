@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
+from . import emulation
 from .errors import InvalidSettingError
 from .noise import sample as noise_sample
 
@@ -151,7 +152,9 @@ class Rng:
     def generator(self, device) -> torch.Generator:
         key = str(torch.device(device))
         if key not in self._generators:
-            g = torch.Generator(device=key)
+            # a process that only emulates CUDA (ZeroGPU's main process, the rehearsal's GPU worker: hsd.emulation)
+            # keeps a cuda tensor's data on the host, where its draws are made
+            g = torch.Generator(device="cpu" if key.startswith("cuda") and emulation.active() else key)
             g.manual_seed(self.seed + len(self._generators))
             self._generators[key] = g
         return self._generators[key]

@@ -20,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from .errors import HsdError, InvalidSettingError
+from .rehearse import HANDLERS as REHEARSED
 from .zerogpu import SPACE_PYTHON, SPACE_TORCH, SUPPORTED_PYTHON, SUPPORTED_TORCH
 
 SPACE_FILES = (  # patterns relative to the checkout; each must match at least one file
@@ -292,6 +293,19 @@ def add_space_parser(sub) -> None:
     p.add_argument("--out", type=Path, metavar="DIR", help="with --dry-run: also write the files there, as the "
                    "Space would get them (the generated README.md and requirements.txt included)")
     p.set_defaults(func=cmd_space_push)
+    r = actions.add_parser("rehearse", help="run the app's handlers as a ZeroGPU Space runs them, before pushing",
+                           description="Imports the app with the spaces package in its ZeroGPU mode, launches it "
+                           "here and calls its handlers over HTTP on Gradio's worker threads, each GPU function in "
+                           "a GPU worker that spaces forks: with the embedded pair (preloaded) and a pair of local "
+                           "directories loaded at run time. Exits 0 only if every handler produced its output. "
+                           "See hsd/rehearse.py for what stands in for a GPU on a machine without one.",
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    r.add_argument("--pair", nargs=2, metavar=("TARGET", "DRAFTER"),
+                   help="local directories to load at run time (default: copies of the embedded pair)")
+    r.add_argument("--handlers", default=",".join(REHEARSED),
+                   help=f"comma-separated, from {', '.join(REHEARSED)}")
+    r.add_argument("--verbose", action="store_true", help="print the Space's whole log")
+    r.set_defaults(func=cmd_space_rehearse)
 
 
 def cmd_space_push(args) -> int:
@@ -299,3 +313,17 @@ def cmd_space_push(args) -> int:
         raise InvalidSettingError("--out writes what a push would upload: use it with --dry-run.")
     push(args.repo_id, hardware=args.hardware, private=args.private, dry_run=args.dry_run, out=args.out)
     return 0
+
+
+def cmd_space_rehearse(args) -> int:
+    from .rehearse import rehearse
+
+    handlers = [h.strip() for h in args.handlers.split(",") if h.strip()]
+    unknown = [h for h in handlers if h not in REHEARSED]
+    if unknown or not handlers:
+        raise InvalidSettingError(f"--handlers takes names from {', '.join(REHEARSED)}; got {args.handlers!r}.")
+    code, results = rehearse(tuple(args.pair) if args.pair else None, handlers, verbose=args.verbose)
+    ok = sum(r["ok"] for r in results)
+    print(f"{ok} of {len(results)} handler calls produced their output" + ("" if code == 0 else
+          f"; the rehearsal failed (exit {code})"))
+    return 0 if code == 0 else 1

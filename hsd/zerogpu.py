@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import catalogue, loading, planning
+from . import catalogue, emulation, loading, planning
 from .advise import DRAFT_THRESHOLDS, DYNAMIC_LOOKAHEAD
 from .algorithms import ALGORITHMS
 from .catalogue import HUB_MODELS, preload_hub_ids
@@ -155,12 +155,13 @@ def model_size(name: str, device: str = "auto", dtype: str = "auto", zerogpu: bo
 def resident_bytes() -> int:
     """Bytes of the cached models placed on cuda: what a fresh ZeroGPU worker copies to its GPU."""
     total = 0
-    for m in list(loading._CACHE.values()):  # noqa: SLF001
-        try:
-            if m.device.type == "cuda":
-                total += sum(t.numel() * t.element_size() for t in (*m.model.parameters(), *m.model.buffers()))
-        except Exception:  # noqa: BLE001 - a model without parameters, a device that cannot be read
-            continue
+    with emulation.on_this_thread():  # a tensor on the emulated cuda says so only where the emulation's mode is
+        for m in list(loading._CACHE.values()):  # noqa: SLF001
+            try:
+                if m.device.type == "cuda":
+                    total += sum(t.numel() * t.element_size() for t in (*m.model.parameters(), *m.model.buffers()))
+            except Exception:  # noqa: BLE001 - a model without parameters, a device that cannot be read
+                continue
     return total
 
 
@@ -468,6 +469,23 @@ def quota_table(factor: float = DURATION_FACTOR) -> dict[str, dict[str, int]]:
 
 # ----------------------------------------------------------------------------- the decorator
 
+def _emulated(fn):
+    """``fn`` with its body under :func:`hsd.emulation.on_this_thread`: a no-op in a real GPU worker (``spaces``
+    has removed its emulation there) and off ZeroGPU; where the body runs in an emulating process (the
+    rehearsal's GPU worker, which has no GPU to switch to), its models compute through the emulation."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def body(*args, **kwargs):
+            with emulation.on_this_thread():
+                yield from fn(*args, **kwargs)
+    else:
+        @functools.wraps(fn)
+        def body(*args, **kwargs):
+            with emulation.on_this_thread():
+                return fn(*args, **kwargs)
+    return body
+
+
 def gpu(duration, *, on_error=None):
     """``@spaces.GPU(duration=duration)`` where the ``spaces`` package imports (it is itself the identity off
     ZeroGPU), the identity where it does not.
@@ -478,7 +496,7 @@ def gpu(duration, *, on_error=None):
     the sentence from :func:`explain_gpu_error`; any other exception propagates."""
     def decorate(fn):
         spaces = _spaces()
-        inner = spaces.GPU(duration=duration)(fn) if spaces is not None else fn
+        inner = spaces.GPU(duration=duration)(_emulated(fn)) if spaces is not None else fn
         if on_error is None:
             return inner
         if inspect.isgeneratorfunction(fn):
