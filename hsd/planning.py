@@ -18,6 +18,7 @@ import torch
 from huggingface_hub import errors as hub_errors
 
 from . import emulation, policy
+from .catalogue import HUB_MODELS
 from .errors import HsdError, InvalidSettingError, ModelNotFoundError, RemoteCodeError, ResourceLimitError
 from .loading import (cache_key, embedded_path, is_loaded, load_pair, offline, release_models, resolve_device,
                       resolve_dtype)
@@ -87,6 +88,15 @@ def hub_params(name: str, revision: str | None = None) -> tuple[int | None, str]
     return params, (f"{params / 1e9:.2f} B parameters" if params else "parameter count unknown") + gated
 
 
+def pair_bytes(params: tuple[float, ...], device: str = "auto", dtype: str = "auto") -> tuple[float, int | None]:
+    """Bytes that models of these parameter counts take once loaded on ``device`` (the weights, and on the CPU the
+    copies hsd/layout.py makes), and the bytes free there (``None`` if unknown): what :func:`plan_load` compares."""
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
+    width = torch.finfo(torch_dtype).bits // 8
+    return sum(p * width + planned_copy_bytes(p * width, dev, torch_dtype) for p in params), available_bytes(dev)
+
+
 def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "auto", *,
               target_revision: str | None = None, drafter_revision: str | None = None) -> str:
     """What will be loaded (from the Hub's metadata when reachable), as Markdown; refuses what cannot fit.
@@ -107,6 +117,8 @@ def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "aut
             lines.append(f"- **{role}** `{name}`: already loaded")
             continue
         params, note = hub_params(name, revision) if revision else hub_params(name)  # unpinned: the call as before
+        if not params and name in HUB_MODELS and not revision:  # a catalogued model is refused offline too
+            params, note = HUB_MODELS[name].params, f"{note}; {HUB_MODELS[name].params / 1e9:.2f} B parameters (hsd's catalogue)"
         if params:
             copies = planned_copy_bytes(params * width, dev, torch_dtype)  # hsd/layout.py: dual on the CPU
             total += params * width + copies

@@ -71,6 +71,14 @@ def checkout_root() -> Path:
                    "from the checkout (the folder with app.py and hsd/).")
 
 
+#: the hardware ``hsd space push`` asks for: ZeroGPU (``zero-a10g`` is its identifier in the Hub's API, whatever GPU
+#: it runs on now). A new Space gets cpu-basic unless its creation asks for more (hub docs, "Spaces GPU Upgrades")
+DEFAULT_HARDWARE = "zero-a10g"
+#: who may host a ZeroGPU Space (hub docs, spaces-zerogpu.md, "Hosting your own ZeroGPU Spaces")
+ZEROGPU_HOSTS = ("a free account in good standing (verified email, older than 30 days) hosts up to 2 ZeroGPU Spaces, "
+                 "a PRO account up to 10, an organisation with a Team or Enterprise plan as its plan allows")
+
+
 def zerogpu_hardware(hardware: str | None) -> bool:
     """Whether the Space may run on ZeroGPU: asked for (``zero-*``), or not said (the Space keeps what it has,
     and README.md suggests ZeroGPU). The files must then suit ZeroGPU; they also run on a CPU."""
@@ -97,8 +105,8 @@ def _drop_key(block: str, key: str) -> str:
 def space_readme(readme: str, uploaded: set[str], hardware: str | None = None) -> str:
     """The Space card: the README's front matter (defaults for missing keys) and its body, where a link
     to a file that does not travel becomes its text and such an image is dropped. On ZeroGPU hardware the
-    front matter must name a Python ZeroGPU supports; on CPU hardware ``preload_from_hub`` is left out (the
-    presets it downloads need a GPU: a CPU Space would only spend its build and disk on them)."""
+    front matter must name a Python ZeroGPU supports; on any other hardware ``preload_from_hub`` is left out (only
+    a ZeroGPU Space loads those presets at start-up; another Space would only spend its build and disk on them)."""
     from huggingface_hub import SpaceCard, SpaceCardData
 
     card = SpaceCard(readme) if readme.startswith("---") else None
@@ -117,7 +125,7 @@ def space_readme(readme: str, uploaded: set[str], hardware: str | None = None) -
             raise InvalidSettingError("README.md front matter has no sdk_version and gradio is not installed here: "
                                       "add sdk_version (the gradio version the app is tested with).") from None
     own = readme[: len(readme) - len(text)].strip()[3:-3].strip("\n")  # the README's block, as written
-    if hardware is not None and hardware.startswith("cpu"):
+    if not zerogpu_hardware(hardware):  # the presets are GPU-sized: only a ZeroGPU Space loads them
         own = _drop_key(own, "preload_from_hub")
     front = "\n".join(part for part in (own, SpaceCardData(**missing).to_yaml() if missing else "") if part)
 
@@ -181,13 +189,14 @@ def _settings(files: list[SpaceFile], hardware: str | None) -> list[str]:
     from huggingface_hub import SpaceCard
 
     by_path = {f.path: f for f in files}
-    torch = next((line.split("#")[0].strip() for line in by_path["requirements.txt"].content.decode().splitlines()
-                  if _package(line) == "torch"), "torch (not listed)")
+    lines = by_path["requirements.txt"].content.decode().splitlines()
+    torch, spaces = (next((line.split("#")[0].strip() for line in lines if _package(line) == name),
+                          f"{name} (not listed)") for name in ("torch", "spaces"))
     data = SpaceCard(by_path["README.md"].content.decode()).data
     preload = data.get("preload_from_hub") or []
     target = "ZeroGPU" if zerogpu_hardware(hardware) else hardware
-    return [f"requirements.txt: {torch} (for {target}); README.md: python_version {data.get('python_version')}, "
-            f"preload_from_hub: {', '.join(preload) if preload else 'none'}"]
+    return [f"requirements.txt: {torch}, {spaces} (for {target}); README.md: python_version "
+            f"{data.get('python_version')}, preload_from_hub: {', '.join(preload) if preload else 'none'}"]
 
 
 def check_hardware(hardware: str | None) -> None:
@@ -211,9 +220,9 @@ def hub_errors(what: str, repo_id: str, hardware: str | None = None):
         status = getattr(exc.response, "status_code", None)
         hint = {401: " Log in with `hf auth login` (a token with write access) or set HF_TOKEN.",
                 403: " The token needs write access to this namespace."}.get(status, "")
-        if what == "hardware" and status in (402, 403):
-            hint = (f" {hardware} needs a PRO account or an organisation plan for ZeroGPU, or billing for paid "
-                    "hardware; cpu-basic is free.")
+        if what in ("hardware", "create") and hardware and status in (402, 403):
+            hint = (f" {hardware} needs an account allowed to host it: for ZeroGPU, {ZEROGPU_HOSTS}; other GPUs "
+                    "need billing. cpu-basic is free (--hardware cpu-basic).")
         raise HsdError(f"The Hub refused the {what} request for {repo_id} ({status}): "
                        f"{str(exc).splitlines()[0]}.{hint}") from None
 
@@ -230,10 +239,11 @@ def stage(files: list[SpaceFile], folder: Path) -> Path:
     return Path(folder)
 
 
-def push(repo_id: str, *, root: Path | None = None, hardware: str | None = None, private: bool = False,
+def push(repo_id: str, *, root: Path | None = None, hardware: str = DEFAULT_HARDWARE, private: bool = False,
          dry_run: bool = False, out: Path | None = None, api=None, log=print) -> str:
-    """Create the Space if needed, upload :func:`space_files`, set the hardware if asked; returns its URL.
-    ``dry_run``: list the files and send nothing; with ``out``, also write them there (:func:`stage`)."""
+    """Create the Space with ``hardware`` in the creation request if it does not exist, upload :func:`space_files`
+    (made for that hardware), and ask an existing Space for ``hardware`` when it runs on other hardware; returns
+    its URL. ``dry_run``: list the files and send nothing; with ``out``, also write them there (:func:`stage`)."""
     from huggingface_hub import constants
 
     if not REPO_ID.match(repo_id or ""):
@@ -249,7 +259,7 @@ def push(repo_id: str, *, root: Path | None = None, hardware: str | None = None,
             log(line)
         n_large = sum(f.large for f in files)
         log(f"{len(files)} files, {_size(sum(f.size for f in files))}, {n_large} through Xet/LFS; "
-            f"hardware {hardware or 'unchanged'}; {'private' if private else 'public'} if created.")
+            f"hardware {hardware}; {'private' if private else 'public'} if created.")
         if out is not None:
             log(f"wrote the {len(files)} files to {stage(files, out)}")
         log(f"dry run, nothing sent: {url}")
@@ -263,9 +273,12 @@ def push(repo_id: str, *, root: Path | None = None, hardware: str | None = None,
         api = HfApi()
     from . import __version__
 
-    with hub_errors("create", repo_id):
-        repo_url = api.create_repo(repo_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
+    with hub_errors("create", repo_id, hardware):
+        existed = api.repo_exists(repo_id, repo_type="space")
+        repo_url = api.create_repo(repo_id, repo_type="space", space_sdk="gradio", space_hardware=hardware,
+                                   private=private, exist_ok=True)
     url = str(getattr(repo_url, "url", None) or repo_url or url)
+    log(f"{'updating' if existed else 'created'} {repo_id}" + ("" if existed else f" on {hardware}"))
     with tempfile.TemporaryDirectory(prefix="hsd-space-") as tmp:
         stage(files, Path(tmp))
         log(f"uploading {len(files)} files ({_size(sum(f.size for f in files))}) to {repo_id}...")
@@ -273,10 +286,15 @@ def push(repo_id: str, *, root: Path | None = None, hardware: str | None = None,
             api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=tmp,
                               allow_patterns=[f.path for f in files], delete_patterns=DELETE_PATTERNS,
                               commit_message=f"Deploy hsd {__version__} with hsd space push")
-    if hardware:
+    if existed:
         with hub_errors("hardware", repo_id, hardware):
-            api.request_space_hardware(repo_id, hardware)
-        log(f"hardware requested: {hardware}")
+            runtime = api.get_space_runtime(repo_id)
+            current = str(getattr(runtime, "requested_hardware", None) or getattr(runtime, "hardware", None) or "")
+            if current != hardware:
+                api.request_space_hardware(repo_id, hardware)
+                log(f"hardware requested: {hardware} (was {current or 'unknown'})")
+    if zerogpu_hardware(hardware):
+        log(f"ZeroGPU: {ZEROGPU_HOSTS}. Rehearse before pushing: python -m hsd space rehearse")
     log(url)
     return url
 
@@ -287,7 +305,9 @@ def add_space_parser(sub) -> None:
     p = actions.add_parser("push", help="create or update a Space with the app, hsd and the embedded pair",
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("repo_id", metavar="USER/NAME", help="the Space, e.g. someone/hsd-demo")
-    p.add_argument("--hardware", help="cpu-basic (free), zero-a10g (ZeroGPU, PRO), t4-small, ...; default: as it is")
+    p.add_argument("--hardware", default=DEFAULT_HARDWARE,
+                   help="zero-a10g (ZeroGPU), cpu-basic (free, no GPU), t4-small, ...: asked for when the Space is "
+                   "created, or of an existing Space that runs on other hardware")
     p.add_argument("--private", action="store_true", help="make the Space private when it is created")
     p.add_argument("--dry-run", action="store_true", help="list the files and sizes; no network, no token")
     p.add_argument("--out", type=Path, metavar="DIR", help="with --dry-run: also write the files there, as the "

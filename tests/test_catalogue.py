@@ -433,3 +433,27 @@ def test_app_run_marks_prompt_text_that_became_a_special_token(parse_special):
     last = list(lab.run_steps("assets/tiny-code/target", "assets/tiny-code/drafter", "slem", boxes, device="cpu"))[-1]
     assert ("hsd-prompt-special" in last["output"]) is parse_special, last.get("status")
     assert ("hsd-prompt-special" in lab.output(last["state"], True)) is parse_special
+
+
+# ----------------------------------------------------------------------------- a CPU machine (a CPU Space)
+
+def test_on_a_cpu_the_gallery_says_which_hub_pairs_fit(monkeypatch):
+    from hsd import catalogue
+
+    monkeypatch.setattr(planning, "available_bytes", lambda dev: 16e9)  # a cpu-basic Space's memory
+    notes = {p.label: catalogue.pair_note(p.label, device="cpu") for p in catalogue.HUB_PAIRS}
+    classroom = next(label for label in notes if "CPU classroom" in label)
+    assert "Fits this machine: about 7.2 GB on the CPU, 16.0 GB free." in notes[classroom]
+    too_large = [label for label, note in notes.items() if "Too large for this machine" in note]
+    assert set(too_large) == set(notes) - {classroom}
+
+
+def test_a_catalogued_pair_too_large_for_the_cpu_is_refused_before_any_download_even_offline(monkeypatch):
+    from hsd.errors import ResourceLimitError
+
+    monkeypatch.setattr(planning, "available_bytes", lambda dev: 16e9)
+    monkeypatch.setattr(planning, "offline", lambda: True)
+    with pytest.raises(ResourceLimitError, match=r"need about 62\.6 GB but cpu has 16\.0 GB free"):
+        planning.plan_named("microsoft/phi-4", "Qwen/Qwen2.5-0.5B-Instruct", "cpu")
+    plan = planning.plan_named("Qwen/Qwen2.5-1.5B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", "cpu")
+    assert "1.54 B parameters (hsd's catalogue)" in plan

@@ -5,6 +5,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
@@ -21,8 +22,15 @@ LEFT_BEHIND = re.compile(r"^(tests|docs|benchmarks|scripts|bench-out|runs)/|__py
 class FakeApi:
     """Records every call; keeps what upload_folder saw, since its folder is gone after the push."""
 
-    def __init__(self, fail_hardware=None):
+    def __init__(self, fail_hardware=None, existing_hardware=None):
         self.calls, self.uploaded, self.fail_hardware = [], {}, fail_hardware
+        self.existing_hardware = existing_hardware  # None: the Space does not exist yet
+
+    def repo_exists(self, repo_id, **kwargs):
+        return self.existing_hardware is not None
+
+    def get_space_runtime(self, repo_id):
+        return SimpleNamespace(hardware=self.existing_hardware, requested_hardware=None)
 
     def create_repo(self, repo_id, **kwargs):
         self.calls.append(("create_repo", repo_id, kwargs))
@@ -68,7 +76,8 @@ def test_dry_run_lists_each_file_with_size_and_large_flag_offline(no_hub, capsys
     assert lines[-1] == "dry run, nothing sent: https://huggingface.co/spaces/someone/hsd-demo"
     assert "hardware zero-a10g" in lines[-2]
     settings = lines[-3]  # what the generated files set: the torch ZeroGPU supports, its Python, the presets
-    assert settings.startswith("requirements.txt: torch==2.11.0 (for ZeroGPU); README.md: python_version 3.12.12")
+    assert settings.startswith("requirements.txt: torch==2.11.0, spaces==0.51.3 (for ZeroGPU); README.md: "
+                               "python_version 3.12.12")
     assert "preload_from_hub: deepseek-ai/DeepSeek-R1-Distill-Qwen-14B" in settings
 
 
@@ -81,25 +90,36 @@ def test_upload_is_the_allow_list_and_nothing_else():
         assert f.size == (len(f.content) if f.generated else (ROOT / f.path).stat().st_size)
 
 
-@pytest.mark.parametrize("hardware", [None, "zero-a10g"])
-def test_push_creates_the_space_uploads_the_allow_list_and_sets_hardware(hardware, capsys):
+def test_push_creates_the_space_on_zerogpu_in_the_creation_request_and_uploads_the_allow_list(capsys):
     api = FakeApi()
-    url = space.push("someone/hsd-demo", root=ROOT, hardware=hardware, private=True, api=api)
+    url = space.push("someone/hsd-demo", root=ROOT, private=True, api=api)
     assert url == "https://huggingface.co/spaces/someone/hsd-demo"
-    assert capsys.readouterr().out.splitlines()[-1] == url
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == url and "created someone/hsd-demo on zero-a10g" in out
+    assert any(line.startswith("ZeroGPU: a free account in good standing") for line in out)
     names = [c[0] for c in api.calls]
-    assert names == ["create_repo", "upload_folder"] + (["request_space_hardware"] if hardware else [])
+    assert names == ["create_repo", "upload_folder"]  # no second request: the hardware came with the creation
     _, repo_id, create = api.calls[0]
     assert repo_id == "someone/hsd-demo"
-    assert create == {"repo_type": "space", "space_sdk": "gradio", "private": True, "exist_ok": True}
+    assert create == {"repo_type": "space", "space_sdk": "gradio", "space_hardware": "zero-a10g", "private": True,
+                      "exist_ok": True}
     upload = api.calls[1][2]
     expected = [f.path for f in space.space_files(ROOT)]
     assert upload["repo_type"] == "space" and upload["allow_patterns"] == expected
     assert sorted(api.uploaded) == sorted(expected)
     assert api.uploaded["app.py"] == (ROOT / "app.py").read_bytes()
     assert upload["delete_patterns"] == ["*.py", "hsd/*", "assets/*"]
-    if hardware:
+
+
+@pytest.mark.parametrize("existing, requested", [("cpu-basic", True), ("zero-a10g", False)])
+def test_an_existing_space_is_asked_for_the_hardware_only_when_it_runs_on_other(existing, requested, capsys):
+    api = FakeApi(existing_hardware=existing)
+    space.push("someone/hsd-demo", root=ROOT, hardware="zero-a10g", api=api)
+    names = [c[0] for c in api.calls]
+    assert names == ["create_repo", "upload_folder"] + (["request_space_hardware"] if requested else [])
+    if requested:
         assert api.calls[2][1:] == ("someone/hsd-demo", {"hardware": "zero-a10g"})
+        assert "hardware requested: zero-a10g (was cpu-basic)" in capsys.readouterr().out
 
 
 def test_space_readme_has_front_matter_and_no_link_to_a_file_left_behind():
@@ -167,9 +187,9 @@ def test_space_card_refuses_a_python_zerogpu_lacks():
 def test_hub_refusal_becomes_an_hsd_error_that_says_what_to_do():
     request = importlib.import_module(hub_errors.Response.__module__).Request("POST", "https://huggingface.co/api")
     refusal = hub_errors.HfHubHTTPError("402 Payment Required", response=hub_errors.Response(402, request=request))
-    with pytest.raises(HsdError, match="zero-a10g needs a PRO account"):
-        space.push("someone/hsd-demo", root=ROOT, hardware="zero-a10g", api=FakeApi(fail_hardware=refusal),
-                   log=lambda *_: None)
+    with pytest.raises(HsdError, match="zero-a10g needs an account allowed to host it: for ZeroGPU, a free account"):
+        space.push("someone/hsd-demo", root=ROOT, hardware="zero-a10g",
+                   api=FakeApi(fail_hardware=refusal, existing_hardware="cpu-basic"), log=lambda *_: None)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -201,3 +221,10 @@ def test_every_tracked_binary_goes_through_lfs():
     out = subprocess.run(["git", "check-attr", "filter", "--", *binaries], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout.splitlines()
     assert out == [f"{name}: filter: lfs" for name in binaries]
+
+
+@pytest.mark.parametrize("hardware", ["cpu-basic", "t4-small"])
+def test_a_push_dry_run_for_other_hardware_keeps_spaces_and_preloads_nothing(hardware, no_hub, capsys):
+    settings = _dry_run_lines(capsys, "--hardware", hardware)[-3]
+    assert settings == (f"requirements.txt: torch>=2.4, spaces==0.51.3 (for {hardware}); README.md: python_version "
+                        "3.12.12, preload_from_hub: none")
