@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
-from hsd import catalogue, forms, lab, planning, policy, zerogpu
+from hsd import catalogue, forms, lab, planning, policy, turns, zerogpu
 from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, SAMPLING, SHARED, STOPPED  # noqa: F401 - the app's API
 
 log = logging.getLogger("hsd.app")
@@ -112,6 +112,23 @@ def _check_out(values: dict) -> CheckOut:
 # @spaces.GPU runs on ZeroGPU with a duration computed from the request (hsd/zerogpu.py) and which is the
 # identity elsewhere; ZeroGPU's own refusals (quota, queue, abort) become the status line.
 
+#: turns at the device for the handlers' GPU parts (hsd/turns.py): one at a time on a machine's own device, no
+#: limit on ZeroGPU, where every call gets its own GPU and ZeroGPU queues them
+TURNS = turns.Turns(turns.gpu_capacity(zerogpu.on_zerogpu()))
+#: handlers of the GPU buttons running at once, loading or waiting for their turn (the queue holds the rest)
+GPU_EVENTS = 8
+
+
+def _on_gpu(out, gpu_part, *args):
+    """Yield from ``gpu_part(*args)`` once it is this request's turn at the device; while it waits, ``out`` status
+    updates that say how many requests are ahead. Stop, or a closed page, leaves the line at once."""
+    with TURNS.turn() as wait:
+        for ahead in wait:
+            yield out(status=f"⏳ Your models are loaded; waiting for the device: {ahead} request"
+                             f"{'s are' if ahead > 1 else ' is'} ahead of yours (Stop leaves the line)…")
+        yield from gpu_part(*args)
+
+
 def _loaded_first(out, target, drafter, device, dtype, check):
     """Yield ``out`` status updates while loading; return whether the GPU part should run."""
     for values in lab.load_steps(target, drafter, device, dtype, check):
@@ -139,7 +156,7 @@ def run(target, drafter, algorithm, form: forms.Form, device="auto", dtype="auto
     """Stream one generation round by round (:func:`hsd.lab.run_steps`); each update clears what it does not name."""
     loader = drafter if algorithm != "ar" else ""
     if (yield from _loaded_first(RunOut, target, loader, device, dtype, lambda: lab.check_form(form))):
-        yield from _run_on_device(target, drafter, algorithm, form, device, dtype, show_rejected)
+        yield from _on_gpu(RunOut, _run_on_device, target, drafter, algorithm, form, device, dtype, show_rejected)
 
 
 def picture_positions(state):
@@ -183,7 +200,7 @@ def _lossless_on_device(target, drafter, algorithm, n, form, device="auto", dtyp
 def lossless_check(target, drafter, algorithm, n, form: forms.Form, device="auto", dtype="auto"):
     """The next token drawn n times with AR and with the algorithm, against the target's exact distribution."""
     if (yield from _loaded_first(LosslessOut, target, drafter, device, dtype, lambda: lab.check_form(form))):
-        yield from _lossless_on_device(target, drafter, algorithm, n, form, device, dtype)
+        yield from _on_gpu(LosslessOut, _lossless_on_device, target, drafter, algorithm, n, form, device, dtype)
 
 
 def show_round(state, index):
@@ -225,7 +242,7 @@ def _compare_on_device(target, drafter, form, device="auto", dtype="auto", progr
 def compare(target, drafter, form: forms.Form, device="auto", dtype="auto"):
     """AR and every applicable algorithm, repeated interleaved (:func:`hsd.lab.compare_steps`); then the figures."""
     if (yield from _loaded_first(CompareOut, target, drafter, device, dtype, lambda: lab.check_form(form))):
-        yield from _compare_on_device(target, drafter, form, device, dtype)
+        yield from _on_gpu(CompareOut, _compare_on_device, target, drafter, form, device, dtype)
 
 
 @zerogpu.gpu(zerogpu.drafters_duration, on_error=lambda sentence: DraftersOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
@@ -241,7 +258,8 @@ def drafters(target, drafter_names, algorithm, num_prompts, form: forms.Form, de
     for drafter in lab.drafter_lines(drafter_names) or [""]:
         if not (yield from _loaded_first(DraftersOut, target, drafter, device, dtype, form.settings)):
             return
-    yield from _drafters_on_device(target, drafter_names, algorithm, num_prompts, form, device, dtype)
+    yield from _on_gpu(DraftersOut, _drafters_on_device, target, drafter_names, algorithm, num_prompts, form, device,
+                       dtype)
 
 
 def production(target, drafter, algorithm, form: forms.Form, device="auto", dtype="auto") -> str:
@@ -290,7 +308,7 @@ def advise_live(target, drafter, form: forms.Form, device="auto", dtype="auto"):
     check = lambda: forms.check_prompt(form.prompt)  # noqa: E731
     status = lambda status: status  # noqa: E731 - advice is one Markdown text
     if (yield from _loaded_first(status, target, drafter, device, dtype, check)):
-        yield from _advise_on_device(target, drafter, form, device, dtype)
+        yield from _on_gpu(status, _advise_on_device, target, drafter, form, device, dtype)
 
 
 def stopped(status, advice, *others):
@@ -527,9 +545,9 @@ def _wire_pair(demo: gr.Blocks, ui: SimpleNamespace, room: tuple) -> None:
 
 
 def _wire_runs(ui: SimpleNamespace, wired) -> None:
-    """Run, Compare, Lossless?, Advise, Drafters and Production (one GPU slot between them), Stop, the round view,
-    the position picture and the run's files."""
-    gpu = dict(concurrency_id="gpu", concurrency_limit=1)
+    """Run, Compare, Lossless?, Advise and Drafters (their device parts take turns: TURNS), Production, Stop, the
+    round view, the position picture and the run's files."""
+    gpu = dict(concurrency_id="gpu", concurrency_limit=GPU_EVENTS)  # the device itself: TURNS
     pair, where = (ui.target, ui.drafter), (ui.device, ui.dtype)
     run_out = [ui.status, ui.output, ui.round_idx, ui.round_view, ui.rounds_plot, ui.state]
     runs = [ui.run_btn.click(*wired(run, *pair, ui.algorithm, FORM, *where, ui.show_rejected), run_out,

@@ -416,6 +416,26 @@ def _load(name, revision, device, dtype, device_map, trust_remote_code, token) -
     return Model.wrap(model, tokenizer, name, revision, getattr(pinned, "resolved", None))
 
 
+#: the files transformers reads to load a causal LM and its tokenizer from safetensors
+PREFETCH_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "tokenizer*"]
+
+
+def prefetch(name: str, revision: str | None = None, token: str | None = None) -> bool:
+    """Download a Hub model's files into the Hugging Face cache without taking any of hsd's locks, so that the
+    load after it (which holds them) reads from disk, and one download never stalls another request's load;
+    huggingface_hub reports its progress through tqdm. Returns whether it downloaded or checked anything: not for
+    a local directory, offline, or a name the Hub refuses (the load then says why, as it always does)."""
+    if _is_local(name) or offline():
+        return False
+    from huggingface_hub import snapshot_download
+
+    try:
+        snapshot_download(name, revision=revision, token=token, allow_patterns=PREFETCH_PATTERNS)
+    except Exception:  # noqa: BLE001 - the load's own error message is the one users see
+        return False
+    return True
+
+
 def _resolve_commit(name: str, revision: str | None, token: str | None):
     """A Hub model's revision resolved to its commit once, so config, tokenizer and weights all come from that
     commit (huggingface_hub's ``ResolvedRevision``, a ``str``); offline, from the cache's refs. ``None`` for a

@@ -717,14 +717,20 @@ def load_steps(target, drafter, device="auto", dtype="auto"):
     ``gr.Progress(track_tqdm=True)`` of the calling handler, since huggingface_hub reports through tqdm."""
     missing = missing_models(target, drafter, device, dtype)
     if missing:
-        plan = planning.plan_named(target, drafter, device, dtype)
+        plan = planning.plan_named(target, drafter, device, dtype)  # refuses a pair that cannot fit, before any download
         if on_zerogpu():
             evicted = make_room(*(planning.resolve_name(planning.split_revision(n)[0]) for n in (target, drafter)),
                                 device, dtype)
             if evicted:
                 plan += f"\n- evicted {evicted} cached model{'s' * (evicted > 1)} to stay within ZeroGPU's memory"
-        yield (f"⏳ Loading {', '.join(f'`{m}`' for m in missing)} outside the GPU queue (first time only; a download "
-               f"can take minutes)…\n{plan}")
+        names = ", ".join(f"`{m}`" for m in missing)
+        hub = [m for m in missing if not Path(planning.split_revision(m)[0]).expanduser().is_dir()]
+        if hub and not loading.offline():
+            yield (f"⏳ Downloading {', '.join(f'`{m}`' for m in hub)} (first time only; progress below; other "
+                   f"visitors keep running meanwhile)…\n{plan}")
+            for m in hub:
+                loading.prefetch(*planning.split_revision(m))
+        yield f"⏳ Loading {names} into memory, outside the GPU queue (first time only)…\n{plan}"
     yield planning.load_named_pair(target, drafter, device, dtype)
 
 
