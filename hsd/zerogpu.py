@@ -723,6 +723,10 @@ def load_steps(target, drafter, device="auto", dtype="auto"):
                                 device, dtype)
             if evicted:
                 plan += f"\n- evicted {evicted} cached model{'s' * (evicted > 1)} to stay within ZeroGPU's memory"
+            moved = sum(model_size(planning.split_revision(m)[0], device, dtype).params
+                        * model_size(planning.split_revision(m)[0], device, dtype).width for m in missing)
+            plan += (f"\n- the next GPU call copies these ≈{moved / 1e9:.1f} GB onto its GPU (≈{moved / MOVE_BANDWIDTH:.0f} s,"
+                     " within the GPU time it asks for; a GPU worker started before this load reads them from disk instead)")
         names = ", ".join(f"`{m}`" for m in missing)
         hub = [m for m in missing if not Path(planning.split_revision(m)[0]).expanduser().is_dir()]
         if hub and not loading.offline():

@@ -289,6 +289,7 @@ def test_a_typed_model_is_loaded_in_the_main_process_and_only_generation_runs_on
     assert zerogpu.missing_models(target, drafter) == [target, drafter]
     steps = list(zerogpu.load_steps(target, drafter))
     assert steps[0].startswith("⏳ Loading") and "outside the GPU queue" in steps[0]
+    assert "- the next GPU call copies these ≈0.0 GB onto its GPU (≈0 s, within the GPU time it asks for" in steps[0]
     assert isinstance(steps[-1], hsd.Pair) and zerogpu.pair_loaded(target, drafter)
     assert [name for name, in_gpu in loads if not in_gpu] == [target, drafter] and len(loads) == 2
     assert list(zerogpu.load_steps(target, drafter))[0] is steps[-1]  # loaded: the Pair at once
