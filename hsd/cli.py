@@ -94,7 +94,7 @@ def _metrics_lines(m) -> list[str]:
 
 
 def cmd_generate(args) -> int:
-    from .generate import check_shared_noise, generate, special_spans
+    from .generate import check_shared_noise, special_spans
 
     prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
     settings = settings_from_args(args)
@@ -105,10 +105,13 @@ def cmd_generate(args) -> int:
                                   "output is made of special tokens): drop one of the two.")
     pair = load_cli_pair(args, need_drafter=ALGORITHMS[args.algorithm].needs_drafter, hint=" (or use --algorithm ar)")
     if args.chat:
-        res = generate(pair, messages=[{"role": "user", "content": prompt}], algorithm=args.algorithm,
-                       settings=settings.replace(parse_special=True))
+        res = _generate_or_stopped(pair, None, [{"role": "user", "content": prompt}], args.algorithm,
+                                   settings.replace(parse_special=True), args.json)
     else:
-        res = generate(pair, prompt, algorithm=args.algorithm, settings=settings)
+        res = _generate_or_stopped(pair, prompt, None, args.algorithm, settings, args.json)
+    if res is None:
+        return 130
+    if not args.chat:
         spans = special_spans(pair.target, prompt) if args.parse_special else []
         if spans:
             print(f"note: the prompt's {', '.join(repr(t) for _, _, t in spans)} became the target's special "
@@ -121,6 +124,31 @@ def cmd_generate(args) -> int:
     if args.json:
         return write_output(args.json, json.dumps(res.to_dict(), indent=1, ensure_ascii=False))
     return 0
+
+
+def _generate_or_stopped(pair, prompt, messages, algorithm, settings, json_path):
+    """:func:`hsd.generate.stream` to its :class:`~hsd.Result`; on Ctrl-C, the text generated so far is printed
+    (and, with ``--json``, written with the rounds so far) and ``None`` returned."""
+    from .generate import stream
+
+    rounds = []
+    try:
+        for item in stream(pair, prompt, messages=messages, algorithm=algorithm, settings=settings):
+            if not hasattr(item, "emitted"):
+                return item
+            rounds.append(item)
+    except KeyboardInterrupt:
+        data = b"".join(e.text for rd in rounds for e in rd.emitted)
+        text = data.decode("utf-8", errors="replace")
+        print(text)
+        print(f"---\nstopped (Ctrl-C) after {len(rounds)} round{'s' * (len(rounds) != 1)}: the text above is what "
+              "was generated until then", file=sys.stderr)
+        if json_path:
+            write_output(json_path, json.dumps({"stopped": "ctrl-c", "text": text, "rounds": len(rounds),
+                                                "algorithm": algorithm, "settings": settings.to_dict()},
+                                               indent=1, ensure_ascii=False))
+        return None
+    raise HsdError("the generation ended without a result")
 
 
 def cmd_vocab(args) -> int:
@@ -283,9 +311,15 @@ def cli_words(message: str) -> str:
 
 
 def main(argv=None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a terminal that cannot show a character gets an escape, not a crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     try:
         return (getattr(args, "func", None) or {"generate": cmd_generate, "vocab": cmd_vocab}[args.command])(args)
+    except KeyboardInterrupt:
+        print("\nstopped (Ctrl-C)", file=sys.stderr)
+        return 130
     except HsdError as exc:
         print(f"error: {cli_words(str(exc))}", file=sys.stderr)
         return 2

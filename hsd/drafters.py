@@ -536,4 +536,9 @@ def cmd_drafters(args) -> int:
         code |= write_output(args.json, json.dumps(result.to_dict(), indent=1, default=str), "--json")
     if args.html:
         code |= write_output(args.html, drafters_figure(result).to_html(include_plotlyjs=True), "--html")
+    failed = [e.name for e in result.entries if e.error]
+    if failed:  # the table says why; the exit status says that not every drafter was compared
+        print(f"error: {len(failed)} of {len(result.entries)} drafter{'s' * (len(result.entries) > 1)} could not be "
+              f"compared ({', '.join(failed)}): see the note in its row.", file=sys.stderr)
+        return 2
     return code

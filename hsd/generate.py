@@ -25,6 +25,9 @@ _check_int = check_int
 
 def check_algorithm(pair: Pair, algorithm: str) -> None:
     """Raise a specific error if ``algorithm`` cannot run on ``pair``."""
+    if not isinstance(algorithm, str):
+        raise InvalidSettingError(f"algorithm must be one name (a str), got {type(algorithm).__name__} {algorithm!r}: "
+                                  f"choose one of {', '.join(ALGORITHMS)}.")
     if algorithm not in ALGORITHMS:
         raise InvalidSettingError(f"Unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}.")
     why = ALGORITHMS[algorithm].applies(pair)

@@ -76,8 +76,12 @@ def _max_cached_models(value: str) -> int:
     return n
 
 
-#: models kept loaded at once (read at import from HSD_MAX_CACHED_MODELS; may be set at run time)
-MAX_CACHED_MODELS = _max_cached_models(os.environ.get("HSD_MAX_CACHED_MODELS", "4"))
+#: models kept loaded at once (read at import from HSD_MAX_CACHED_MODELS; may be set at run time). A bad value is
+#: reported by the first load, where every front end shows errors, not by the import
+try:
+    MAX_CACHED_MODELS, _BAD_CACHE_SETTING = _max_cached_models(os.environ.get("HSD_MAX_CACHED_MODELS", "4")), None
+except InvalidSettingError as _exc:
+    MAX_CACHED_MODELS, _BAD_CACHE_SETTING = 4, _exc
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -241,10 +245,42 @@ def is_loaded(name: str, *, device: str = "auto", dtype: str = "auto", device_ma
     return cache_key(name, revision, device, dtype, device_map, trust_remote_code) in _CACHE
 
 
+#: what ``device_map`` may say as a string (accelerate's strategies), besides a device name
+DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def model_name(name) -> str:
+    """A model's name as given (a Hub id or a directory, a ``str`` or a path object) as a ``str``."""
+    if isinstance(name, os.PathLike):
+        return os.fspath(name)
+    if not isinstance(name, str):
+        raise ModelNotFoundError(f"A model is named by a Hub id (owner/name) or a local directory, as a str or a "
+                                 f"path; got {type(name).__name__} {name!r}.")
+    return name
+
+
+def check_device_map(device_map) -> None:
+    """``None``, one of :data:`DEVICE_MAP_STRATEGIES` or a device name (``cpu``, ``cuda:0``)."""
+    if device_map is None:
+        return
+    if isinstance(device_map, str) and device_map in DEVICE_MAP_STRATEGIES:
+        return
+    try:
+        torch.device(device_map)
+        return
+    except (RuntimeError, TypeError):
+        pass
+    raise InvalidSettingError(f"device_map={device_map!r} is not a device map: use 'auto' (spread the model over the "
+                              "GPUs, needs accelerate), 'balanced', 'balanced_low_0', 'sequential', or one device such "
+                              "as 'cpu' or 'cuda:0'; leave it out to load on one device.")
+
+
 def cache_key(name, revision=None, device="auto", dtype="auto", device_map=None, trust_remote_code=False, *,
               what: str = "revision") -> tuple:
     """The cache's key for :func:`load_model`'s arguments (``what``: the revision's keyword, for messages)."""
+    name = model_name(name)
     name = str(Path(name).expanduser()) if _is_local(name) else name.strip()
+    check_device_map(device_map)
     dev = resolve_device(device)
     return (name, _check_revision(name, revision, what), str(dev), str(resolve_dtype(dtype, dev)), device_map,
             trust_remote_code)
@@ -363,7 +399,9 @@ def load_model(name: str, *, device: str = "auto", dtype: str = "auto", device_m
     ``revision`` pins a Hub model to a branch, tag or commit (``Model.commit`` says which commit loaded).
     ``device_map="auto"`` spreads a model that does not fit one GPU over several (needs accelerate).
     """
-    if not isinstance(name, str) or not name.strip():
+    if _BAD_CACHE_SETTING is not None:
+        raise _BAD_CACHE_SETTING
+    if isinstance(name, str) and not name.strip() or name is None:
         raise ModelNotFoundError("No model given: pass a Hugging Face Hub id (owner/name) or a local directory.")
     key = cache_key(name, revision, device, dtype, device_map, trust_remote_code)
     with _LOCK:

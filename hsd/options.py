@@ -52,8 +52,10 @@ def settings_from_args(args) -> Settings:
     try:
         return Settings(**values)
     except InvalidSettingError as exc:
-        text = str(exc)  # "lookahead must be ..." names the flag already; "drafter_temperature: ..." gets its flag
-        name = next((n for n in NAMES if text.startswith(f"{n}: ")), None)
+        text = str(exc)  # "lookahead must be ..." names the flag already; "slrs_max_paths: ..." and the drafter's
+        # temperature (whose words would read as the target's) get the flag's name
+        name = next((n for n in NAMES if text.startswith(f"{n}: ")), None) or (
+            "drafter_temperature" if text.startswith("drafter_temperature ") else None)
         if name is None:
             raise
-        raise InvalidSettingError(f"--{name.replace('_', '-')}: {text[len(name) + 2:]}") from None
+        raise InvalidSettingError(f"--{name.replace('_', '-')}{text[len(name):]}") from None

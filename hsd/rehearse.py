@@ -42,15 +42,14 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 from .errors import HsdError
+from .zerogpu import SPACES_VERSION
 
-#: the ``spaces`` version the Space's requirements pin and the rehearsal runs
-SPACES_VERSION = "0.51.3"
 CHILD_TIMEOUT_S = 900
 #: the settings the rehearsal's calls use: short, so the emulated forwards (every op through ``spaces``' mode)
 #: stay quick on a CPU
 FORM = dict(prompt="def fibonacci(n):", mode="raw", temperature=0, top_k=0, top_p=1.0, lookahead=4,
             max_new_tokens=12, seed=0, drafter_temperature=None, draft_threshold=None, shared_noise=False)
-HANDLERS = ("check", "run", "compare", "lossless", "advise")
+HANDLERS = ("check", "run", "compare", "lossless", "advise", "drafters")
 QUICK = ("check", "run")
 
 
@@ -172,6 +171,8 @@ def _request(handler: str, target: str, drafter: str) -> tuple[str, dict]:
         return "/lossless", dict(target=target, drafter=drafter, algorithm="slem", n=200, **FORM, **where)
     if handler == "advise":
         return "/advise", dict(target=target, drafter=drafter, **FORM, **where)
+    if handler == "drafters":
+        return "/drafters", dict(target=target, drafter_names=drafter, algorithm="slem", num_prompts=1, **FORM, **where)
     raise ValueError(handler)
 
 

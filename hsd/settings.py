@@ -31,6 +31,20 @@ def check_int(name: str, value, low: int, high: int, hint: str) -> int:
     return value
 
 
+def plain(value):
+    """A numpy or torch scalar (a 0-d array or tensor, ``np.float32(0.7)``, ``np.int64(5)``) as the Python
+    number it holds, exactly (``.item()``); anything else as it is, for the checks to judge."""
+    if isinstance(value, (bool, int, float, str, type(None))) or not hasattr(value, "item"):
+        return value
+    if getattr(value, "ndim", 0) != 0:
+        return value  # an array, even of one element, is not a number
+    try:
+        item = value.item()
+    except (TypeError, ValueError, RuntimeError):
+        return value
+    return item if isinstance(item, (bool, int, float)) else value
+
+
 def check_draft_threshold(value) -> float:
     """``draft_threshold`` is a probability below 1 (0: off)."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0
@@ -69,12 +83,17 @@ class Settings:
     record_distributions: int = field(default=0)
 
     def __post_init__(self):
+        for f in fields(self):  # a numpy or torch scalar is taken as the Python number it holds exactly
+            object.__setattr__(self, f.name, plain(getattr(self, f.name)))
         self.sampling  # noqa: B018 - builds (and so checks) the target's sampling now
         if self.drafter_temperature is not None:
             try:
                 self.drafter_sampling  # noqa: B018
-            except InvalidSettingError as exc:
-                raise InvalidSettingError(f"drafter_temperature: {exc}") from None
+            except InvalidSettingError as exc:  # Sampling names its temperature: here it is the drafter's
+                text = str(exc)
+                text = "drafter_" + text if text.startswith("temperature") else f"drafter_temperature: {text}"
+                raise InvalidSettingError(text.replace("(0 = greedy)", "(0 = the drafter proposes greedily; empty: "
+                                                       "the target's temperature)")) from None
         check_int("lookahead", self.lookahead, 1, MAX_LOOKAHEAD, "drafted tokens per round")
         check_int("max_new_tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS, "tokens to generate")
         check_int("seed", self.seed, -2**63, 2**63 - 1, "any integer")

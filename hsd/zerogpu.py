@@ -50,6 +50,8 @@ log = logging.getLogger("hsd.zerogpu")
 #: torch versions ZeroGPU supports (hub docs, "Supported Versions"); the Space pins :data:`SPACE_TORCH`
 SUPPORTED_TORCH = ("2.8.0", "2.9.1", "2.10.0", "2.11.0")
 SPACE_TORCH = "2.11.0"
+#: the spaces package the Space's requirements pin (requirements.txt) and ``hsd space rehearse`` runs
+SPACES_VERSION = "0.51.3"
 #: Python versions ZeroGPU supports; README.md's front matter names :data:`SPACE_PYTHON`
 SUPPORTED_PYTHON = ("3.10.13", "3.12.12")
 SPACE_PYTHON = "3.12.12"
@@ -79,6 +81,10 @@ def _spaces():
     try:
         return importlib.import_module("spaces")
     except ImportError:
+        if on_zerogpu():
+            log.error("this is a ZeroGPU Space but the spaces package is not installed: its GPU functions run "
+                      "undecorated and never get a GPU; add spaces==%s to the Space's requirements.txt (hsd space "
+                      "push writes it)", SPACES_VERSION)
         return None
     except Exception as exc:  # noqa: BLE001 - spaces asserts SPACES_ZERO_DEVICE_API_URL at import on ZeroGPU
         log.warning("the spaces package did not import (%s: %s); GPU functions run undecorated",

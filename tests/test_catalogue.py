@@ -13,7 +13,9 @@ import os
 import warnings
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+import torch
 
 import hsd
 import hsd.loading
@@ -74,6 +76,11 @@ API = [
     (dict(prompt=b"def f"), P, "prompt must be a str (got bytes)"),
     (dict(prompt=7), P, "prompt must be a str (got int)"),
     (dict(prompt=["def f"]), P, "prompt must be a str (got list)"),
+    (dict(algorithm=["slem"]), E, "algorithm must be one name (a str), got list ['slem']"),
+    (dict(drafter_temperature=float("nan")), E, "drafter_temperature must be a finite number ≥ 0"),
+    (dict(drafter_temperature=-1), E, "drafter_temperature must be a finite number ≥ 0"),
+    (dict(seed=np.array([1, 2])), E, "seed must be an integer"),
+    (dict(temperature=torch.tensor([0.5, 0.7])), E, "temperature must be a finite number"),
 ]
 
 # unusual inputs that must run: at temperature 0, with the same tokens as AR
@@ -89,6 +96,7 @@ API_OK = [
     dict(prompt="def f", lookahead=1, algorithm="tli"),
     dict(prompt="def f", seed=-2**63, algorithm="slrs"),
     dict(prompt="def f", max_new_tokens=1),
+    dict(prompt="def f", top_k=np.int64(5), seed=np.int64(3), lookahead=torch.tensor(4)),  # exact conversions
 ]
 
 
@@ -129,6 +137,8 @@ LOAD = [
     ("load_pair", dict(preset="nope"), M, "known presets: tiny-code"),
     ("load_pair", dict(target="{target}", drafter_revision="main"), E, "there is no drafter"),
     ("load_pair", dict(target="{target}", trust_remote_code="yes"), E, "trust_remote_code must be"),
+    ("load_pair", dict(target=5), M, "as a str or a path; got int 5"),
+    ("load_model", dict(name="{target}", device_map="garbage"), E, "device_map='garbage' is not a device map"),
 ]
 
 
@@ -457,3 +467,83 @@ def test_a_catalogued_pair_too_large_for_the_cpu_is_refused_before_any_download_
         planning.plan_named("microsoft/phi-4", "Qwen/Qwen2.5-0.5B-Instruct", "cpu")
     plan = planning.plan_named("Qwen/Qwen2.5-1.5B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", "cpu")
     assert "1.54 B parameters (hsd's catalogue)" in plan
+
+
+
+# ----------------------------------------------------------------------------- the second audit's CLI cases
+
+def test_numpy_and_torch_scalars_are_taken_as_the_numbers_they_hold():
+    settings = hsd.Settings(temperature=np.float32(0.5), top_k=np.int64(5), top_p=torch.tensor(0.5), seed=np.int64(3))
+    assert settings.temperature == 0.5 and type(settings.temperature) is float
+    assert settings.top_k == 5 and type(settings.top_k) is int and settings.top_p == 0.5 and settings.seed == 3
+
+
+@pytest.mark.parametrize("value", ["abc", "1", "-3", "", "2.5"])
+def test_a_bad_model_cache_size_is_an_error_line_from_the_cli_not_a_traceback(value):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "hsd", "generate", "--prompt", "x", "--max-new-tokens", "2"],
+                          capture_output=True, text=True, env={**os.environ, "HSD_MAX_CACHED_MODELS": value},
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"error: HSD_MAX_CACHED_MODELS={value!r}") and "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_mid_generation_keeps_what_was_generated(monkeypatch, capsys, tmp_path):
+    import importlib
+
+    generate_module = importlib.import_module("hsd.generate")  # the module: hsd.generate is also the function
+    real = generate_module.stream
+
+    def interrupted(*args, **kwargs):
+        for i, item in enumerate(real(*args, **kwargs)):
+            if i == 2:
+                raise KeyboardInterrupt
+            yield item
+
+    monkeypatch.setattr(generate_module, "stream", interrupted)
+    out = tmp_path / "run.json"
+    assert main(["generate", "--prompt", "def f(x):", "--max-new-tokens", "32", "--json", str(out)]) == 130
+    captured = capsys.readouterr()
+    assert "stopped (Ctrl-C) after 2 rounds" in captured.err
+    saved = json.loads(out.read_text())
+    assert saved["stopped"] == "ctrl-c" and saved["rounds"] == 2 and captured.out.rstrip("\n") == saved["text"]
+    assert saved["text"]
+
+
+def test_ctrl_c_while_loading_says_it_stopped(monkeypatch, capsys):
+    from hsd import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "load_cli_pair", interrupted)
+    assert main(["generate", "--prompt", "x"]) == 130
+    assert "stopped (Ctrl-C)" in capsys.readouterr().err
+
+
+def test_a_terminal_that_cannot_show_a_character_gets_an_escape(monkeypatch):
+    import io
+    import sys
+
+    from hsd import cli
+
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="ascii"))
+    monkeypatch.setattr(cli, "cmd_vocab", lambda args: print("café ✓") or 0)
+    assert main(["vocab"]) == 0
+    sys.stdout.flush()
+    assert raw.getvalue().decode("ascii").strip() == "caf\\xe9 \\u2713"
+
+
+def test_a_json_name_too_long_for_the_file_system_is_refused_before_the_run(tmp_path):
+    from hsd.outfiles import check_output_file
+
+    with pytest.raises(E, match="more than this file system's"):
+        check_output_file(tmp_path / ("a" * 300 + ".json"))
+
+
+def test_drafters_with_no_drafter_that_loads_exits_with_an_error(capsys):
+    assert main(["drafters", "--drafter", "/nonexistent", "--num-prompts", "1", "--max-new-tokens", "2"]) == 2
+    assert "error: 1 of 1 drafter could not be compared (/nonexistent)" in capsys.readouterr().err

@@ -25,7 +25,7 @@ def test_the_defaults_are_generates_and_the_object_is_frozen():
     (dict(lookahead=0), "lookahead must be an integer in 1..64"),
     (dict(max_new_tokens=10**6), "max_new_tokens must be an integer"),
     (dict(seed=1.5), "seed must be an integer"),
-    (dict(drafter_temperature=-0.5), "drafter_temperature: temperature must be"),
+    (dict(drafter_temperature=-0.5), "drafter_temperature must be a finite number ≥ 0 (0 = the drafter proposes"),
     (dict(draft_threshold=1.0), "draft_threshold must be a number in [0, 1)"),
     (dict(noise="coupled"), "noise must be one of independent, shared"),
     (dict(parse_special="yes"), "parse_special must be True or False"),

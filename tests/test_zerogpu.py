@@ -489,3 +489,11 @@ def test_the_app_loads_outside_its_gpu_functions_and_reports_a_quota_error(space
         monkeypatch.delitem(sys.modules, "spaces")
         monkeypatch.delenv("SPACES_ZERO_GPU")
         importlib.reload(app)
+
+
+def test_a_zerogpu_space_without_the_spaces_package_says_so_loudly(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "spaces", None)
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    with caplog.at_level(logging.ERROR, logger="hsd.zerogpu"):
+        assert zerogpu._spaces() is None
+    assert f"add spaces=={zerogpu.SPACES_VERSION} to the Space's requirements.txt" in caplog.text
