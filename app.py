@@ -286,6 +286,8 @@ def describe(target, drafter, device="auto", dtype="auto"):
 def example_chosen(index, device="auto", dtype="auto"):
     """Fill the form with example ``index`` and check its pair as :func:`pair_changed` does."""
     values = lab.example(index, device, dtype)
+    for box in ("drafter_temperature", "draft_threshold"):  # text boxes: "" is empty
+        values[box] = "" if values[box] is None else str(values[box])
     return ExampleOut(**{**{k: v for k, v in values.items() if k in ExampleOut._fields},
                          "algorithm": gr.update(**({"choices": values["choices"]} if "choices" in values else {}),
                                                 value=values["algorithm"])})
@@ -395,15 +397,16 @@ def _controls(ui: SimpleNamespace) -> None:
             ui.top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0)
             ui.top_p = gr.Number(1.0, label="top-p", minimum=0.01, maximum=1.0)
             ui.seed = gr.Number(0, label="seed", precision=0)
-        ui.drafter_temperature = gr.Number(None, label="drafter temperature", step=0.1,
-                                           elem_id="hsd-drafter-temperature",
-                                           info="empty = the target's; 0 = a greedy drafter (often more "
-                                                "exact matches for SLEM). Changes acceptance, never the "
-                                                "output")
-        ui.draft_threshold = gr.Number(None, label="draft threshold (dynamic lookahead)", step=0.05,
-                                       elem_id="hsd-draft-threshold",
-                                       info="SD, SLEM, TLI: stop a round's draft after a token the drafter "
-                                            "gives less than this; empty or 0 = draft all k")
+        # text boxes, not numbers: a number box shows and sends 0 for "empty", and 0 means something else here
+        ui.drafter_temperature = gr.Textbox("", label="drafter temperature", placeholder="the target's",
+                                            elem_id="hsd-drafter-temperature", max_lines=1,
+                                            info="empty = the target's; 0 = a greedy drafter (often more "
+                                                 "exact matches for SLEM). Changes acceptance, never the "
+                                                 "output")
+        ui.draft_threshold = gr.Textbox("", label="draft threshold (dynamic lookahead)", placeholder="off",
+                                        elem_id="hsd-draft-threshold", max_lines=1,
+                                        info="SD, SLEM, TLI: stop a round's draft after a token the drafter "
+                                             "gives less than this, e.g. 0.3; empty or 0 = draft all k")
         ui.shared_noise = gr.Checkbox(False, label="shared noise (AR and SLEM)", elem_id="hsd-shared-noise",
                                       info="both models draw from one seeded noise field over the text: "
                                            "SLEM accepts more when sampling, and its text is AR's text "
@@ -425,7 +428,7 @@ def _views(ui: SimpleNamespace) -> None:
         ui.compare_btn = gr.Button("Compare all algorithms")
         ui.stop_btn = gr.Button("Stop", variant="stop")
     ui.status = gr.Markdown(elem_id="hsd-status")
-    with gr.Tabs():
+    with gr.Tabs(elem_id="hsd-tabs") as ui.tabs:
         with gr.Tab("Output"):
             ui.show_rejected = gr.Checkbox(False, label="show rejected drafts (struck through)",
                                            info="on by default for greedy runs only")
@@ -518,6 +521,12 @@ def _wire(demo: gr.Blocks, ui: SimpleNamespace) -> None:
     room = wired(token_room, ui.target, ui.drafter, FORM, ui.device, ui.dtype)
     _wire_pair(demo, ui, room)
     _wire_runs(ui, wired)
+    ui.tabs.select(None, js=RESIZE_JS, queue=False, api_visibility="private")
+
+
+#: a plot drawn while its tab was hidden took plotly's default width (its card had none); a window resize makes
+#: every plot fit its card again, once the newly shown tab has been laid out
+RESIZE_JS = "() => { requestAnimationFrame(() => window.dispatchEvent(new Event('resize'))); }"
 
 
 def _wire_pair(demo: gr.Blocks, ui: SimpleNamespace, room: tuple) -> None:

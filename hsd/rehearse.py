@@ -44,7 +44,8 @@ from urllib.parse import parse_qs, urlparse
 from .errors import HsdError
 from .zerogpu import SPACES_VERSION
 
-CHILD_TIMEOUT_S = 900
+#: the whole rehearsal's limit: all six handlers on both pairs take about 16 minutes on 2 busy CPU cores
+CHILD_TIMEOUT_S = 2400
 #: the settings the rehearsal's calls use: short, so the emulated forwards (every op through ``spaces``' mode)
 #: stay quick on a CPU
 FORM = dict(prompt="def fibonacci(n):", mode="raw", temperature=0, top_k=0, top_p=1.0, lookahead=4,
@@ -226,7 +227,7 @@ def child(config: dict) -> int:
             seconds = time.perf_counter() - t0
             results.append(dict(pair=label, handler=handler, ok=ok, seconds=round(seconds, 2), line=line))
             print(f"{'ok  ' if ok else 'FAIL'} {label:<12} {handler:<9} {seconds:6.1f} s  {line}", flush=True)
-    Path(config["out"]).write_text(json.dumps(results, indent=1))
+            Path(config["out"]).write_text(json.dumps(results, indent=1))  # after each call: a timeout keeps them
     app.demo.close()
     return 0 if results and all(r["ok"] for r in results) else 1
 

@@ -344,6 +344,7 @@ def cmd_space_rehearse(args) -> int:
         raise InvalidSettingError(f"--handlers takes names from {', '.join(REHEARSED)}; got {args.handlers!r}.")
     code, results = rehearse(tuple(args.pair) if args.pair else None, handlers, verbose=args.verbose)
     ok = sum(r["ok"] for r in results)
+    why = {124: "; it ran out of time"}.get(code, "")
     print(f"{ok} of {len(results)} handler calls produced their output" + ("" if code == 0 else
-          f"; the rehearsal failed (exit {code})"))
+          f"; the rehearsal failed (exit {code}{why})"))
     return 0 if code == 0 else 1

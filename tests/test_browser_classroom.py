@@ -1,0 +1,67 @@
+"""The app in headless Chromium, for what a classroom meets first: the form's empty boxes stay empty, and plots
+whose results arrive on a hidden tab fit their cards when the tab is shown.
+
+Slow (a minute or two on 2 CPUs): ``python -m pytest -m slow tests/test_browser_classroom.py``; needs Debian's
+``chromium`` and ``pip install playwright`` (tests/test_browser.py says how), skipped without them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+CHROMIUM = os.environ.get("HSD_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def page():
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM}")
+    import app
+
+    demo = app.build()
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, css=app.CSS)
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.set_default_timeout(240_000)
+        pg.goto(url)
+        pg.wait_for_selector("#hsd-drafter-temperature", state="attached")
+        yield pg
+        browser.close()
+    demo.close()
+
+
+def _value(page, elem_id: str) -> str:
+    return page.locator(f"#{elem_id} textarea, #{elem_id} input").first.input_value()
+
+
+def test_a_fresh_page_leaves_the_drafters_temperature_and_threshold_empty(page):
+    assert _value(page, "hsd-drafter-temperature") == ""  # empty: the drafter samples at the target's temperature
+    assert _value(page, "hsd-draft-threshold") == ""
+
+
+def test_compare_plots_fit_their_cards_when_the_results_arrived_on_a_hidden_tab(page):
+    box = page.locator("#hsd-max-new-tokens input")
+    box.fill("16")
+    box.blur()
+    page.get_by_role("tab", name="Compare").click()  # its plots exist now (a tab never opened is drawn on opening)
+    page.wait_for_timeout(500)
+    page.get_by_role("tab", name="Output").click()
+    page.get_by_role("button", name="Compare all algorithms").click()
+    page.wait_for_function("() => (document.getElementById('hsd-status')?.innerText || '').includes('Speedups')")
+    page.wait_for_timeout(1000)  # plotly draws the hidden plots after the status arrives
+    page.get_by_role("tab", name="Compare").click()
+    page.wait_for_timeout(1500)
+    sizes = page.locator("#hsd-compare .js-plotly-plot").evaluate_all(  # the svg against its Gradio card
+        "els => els.map(e => [e.querySelector('.main-svg')?.getBoundingClientRect().width || 0,"
+        " e.closest('.block')?.getBoundingClientRect().width || 0])")
+    drawn = [(svg, card) for svg, card in sizes if card > 0]
+    assert drawn, sizes
+    assert all(svg <= card + 2 for svg, card in drawn), sizes
