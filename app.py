@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
-from hsd import catalogue, forms, lab, planning, policy, turns, zerogpu
+from hsd import catalogue, forms, lab, planning, policy, turns, viz, zerogpu
 from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, SAMPLING, SHARED, STOPPED  # noqa: F401 - the app's API
 
 log = logging.getLogger("hsd.app")
@@ -57,6 +57,11 @@ class CompareOut(NamedTuple):
     time_split: object = None
     table: object = None
     csv: object = None
+
+
+def _compare_out(status, **values) -> CompareOut:
+    """A :class:`CompareOut` whose status in progress says it is the comparison's, so Stop can say what stopped."""
+    return CompareOut(lab.comparing(status), **values)
 
 
 class DraftersOut(NamedTuple):
@@ -233,16 +238,16 @@ def rerender(state, show_rejected):
         return gr.update()
 
 
-@zerogpu.gpu(zerogpu.compare_duration, on_error=lambda sentence: CompareOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
+@zerogpu.gpu(zerogpu.compare_duration, on_error=lambda sentence: _compare_out(status=f"⚠️ **ZeroGPU**: {sentence}"))
 def _compare_on_device(target, drafter, form, device="auto", dtype="auto", progress=None):
     for values in lab.compare_steps(target, drafter, form, device, dtype):
-        yield CompareOut(**values)
+        yield _compare_out(**values)
 
 
 def compare(target, drafter, form: forms.Form, device="auto", dtype="auto"):
     """AR and every applicable algorithm, repeated interleaved (:func:`hsd.lab.compare_steps`); then the figures."""
-    if (yield from _loaded_first(CompareOut, target, drafter, device, dtype, lambda: lab.check_form(form))):
-        yield from _on_gpu(CompareOut, _compare_on_device, target, drafter, form, device, dtype)
+    if (yield from _loaded_first(_compare_out, target, drafter, device, dtype, lambda: lab.check_form(form))):
+        yield from _on_gpu(_compare_out, _compare_on_device, target, drafter, form, device, dtype)
 
 
 @zerogpu.gpu(zerogpu.drafters_duration, on_error=lambda sentence: DraftersOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
@@ -462,7 +467,8 @@ def _views(ui: SimpleNamespace) -> None:
                 ui.histogram = gr.Plot(label="acceptance length")
                 ui.positions = gr.Plot(label="acceptance by position")
             ui.time_split = gr.Plot(label="time split")
-            ui.table = gr.DataFrame(label="summary", interactive=False)
+            ui.table = gr.DataFrame(label="summary", interactive=False,  # cleared, it shows these, not 1 2 3
+                                    headers=list(viz.SUMMARY_COLUMNS))
             ui.csv = gr.File(label="summary as CSV")
         with gr.Tab("Lossless?"), gr.Column(elem_id="hsd-lossless"):
             gr.Markdown("Draw the **next token** many times with AR and with the chosen algorithm at the "

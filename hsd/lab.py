@@ -35,7 +35,19 @@ ALGOS = list(hsd.ALGORITHMS)  # the registry's order: ar, sd, slem, tli, slrs
 NO_RUN = "<i>Run an algorithm to step through its rounds.</i>"
 STOPPED = ("⏹ **Stopped.** The output shows what was generated before the stop; a stopped run has no summary, "
            "round view or comparison.")
+STOPPED_COMPARE = ("⏹ **Comparison stopped** before its last repeat: a comparison shows its results only when it "
+                   "finishes. The Output tab still shows the last Run.")
 BUSY = ("⏳", "▶️")  # how a status in progress begins
+COMPARING = "Compare · "  # follows the busy sign in a comparison's status, so Stop can say what it stopped
+
+
+def comparing(status):
+    """A comparison's status in progress, marked as the comparison's (:data:`COMPARING`)."""
+    text = str(status or "")
+    for sign in BUSY:
+        if text.startswith(sign) and COMPARING not in text:
+            return f"{sign} {COMPARING}{text[len(sign):].lstrip()}"
+    return status
 # the app's Advise calibrates these, as its duration assumes (hsd/zerogpu.py)
 ADVISE_TOKENS, ADVISE_LOOKAHEADS, ADVISE_DRAFT_THRESHOLDS = (zerogpu.ADVISE_TOKENS, zerogpu.ADVISE_LOOKAHEADS,
                                                              zerogpu.ADVISE_DRAFT_THRESHOLDS)
@@ -300,7 +312,8 @@ def after_stop(status, advice, *others) -> tuple[str | None, ...]:
     def busy(text) -> bool:
         return str(text or "").startswith(BUSY)
 
-    return (STOPPED if busy(status) else None, "⏹ Advise stopped." if busy(advice) else None,
+    stopped = (STOPPED_COMPARE if COMPARING in str(status) else STOPPED) if busy(status) else None
+    return (stopped, "⏹ Advise stopped." if busy(advice) else None,
             *("⏹ Stopped: no comparison." if busy(text) else None for text in others))
 
 

@@ -448,6 +448,7 @@ the target was proposed {len(rnd.proposed)} token(s) and accepted {rnd.n_accepte
 
 # ----------------------------------------------------------------------------- tables and badge
 
+#: the summary table's columns before any the comparison or the algorithm adds (the app's empty table shows them)
 SUMMARY_COLUMNS = ["algorithm", "tokens", "tokens/s", "speedup", "predicted speedup", "TTFT (ms)", "TPOT (ms)", "τ",
                    "accepted/verified", "accepted/proposed", "target forwards", "drafter forwards", "same tokens as AR"]
 

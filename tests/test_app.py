@@ -418,3 +418,28 @@ def test_an_event_hands_the_handler_the_form_as_one_value_and_names_every_api_pa
     target, algorithm, got, device = seen[0]
     assert (target, algorithm, device) == ("tiny", "slem", "cpu")
     assert got == Form(**{name: f"v-{name}" for name in FORM_FIELDS})
+
+
+def test_stop_during_a_comparison_says_the_comparison_stopped_not_the_run():
+    busy = app._compare_out(status="▶️ Repeat 1 (at most 5, 45 s): slem…").status
+    assert busy.startswith("▶️ Compare · Repeat 1")
+    status, _ = app.stopped(busy, None)
+    assert status == app.lab.STOPPED_COMPARE and "The Output tab still shows the last Run" in status
+    assert app.stopped("▶️ slem: round 9, 24 tokens…", None)[0] == app.STOPPED  # a run: its output stays
+
+
+def test_a_cleared_summary_table_shows_the_summarys_columns(model_dirs):
+    from hsd import viz
+
+    cleared = app.build().blocks  # the components as built
+    table = next(b for b in cleared.values() if getattr(b, "label", None) == "summary")
+    assert list(table.postprocess(None).headers) == list(viz.SUMMARY_COLUMNS)
+    results = {"ar": hsd_generate(model_dirs, "ar"), "slem": hsd_generate(model_dirs, "slem")}
+    assert list(viz.summary_table(results).columns[:len(viz.SUMMARY_COLUMNS)]) == list(viz.SUMMARY_COLUMNS)
+
+
+def hsd_generate(model_dirs, algorithm):
+    import hsd
+
+    pair = hsd.load_pair(model_dirs["target"], model_dirs["drafter"])
+    return hsd.generate(pair, "def f(x):", algorithm=algorithm, max_new_tokens=4)

@@ -65,3 +65,19 @@ def test_compare_plots_fit_their_cards_when_the_results_arrived_on_a_hidden_tab(
     drawn = [(svg, card) for svg, card in sizes if card > 0]
     assert drawn, sizes
     assert all(svg <= card + 2 for svg, card in drawn), sizes
+
+
+@pytest.mark.parametrize("tab", ["Compare", "Output"])
+def test_stop_during_compare_says_the_comparison_stopped_on_either_tab(page, tab):
+    page.get_by_role("tab", name=tab).click()
+    page.get_by_role("button", name="Compare all algorithms").click()
+    page.wait_for_function("() => (document.getElementById('hsd-status')?.innerText || '').includes('Compare ·')")
+    page.get_by_role("button", name="Stop", exact=True).click()
+    page.wait_for_function("() => (document.getElementById('hsd-status')?.innerText || '').includes('stopped')")
+    page.wait_for_timeout(1500)  # an update the cancelled comparison had sent must not overwrite the stop
+    status = page.locator("#hsd-status").inner_text()
+    assert "Comparison stopped" in status and "The Output tab still shows the last Run" in status, status
+    page.get_by_role("tab", name="Compare").click()
+    header = page.locator("#hsd-compare table thead").first.inner_text()
+    assert "algorithm" in header and "speedup" in header, header  # never columns "1 2 3"
+    assert page.locator("#hsd-compare .error").count() == 0
