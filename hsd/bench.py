@@ -28,7 +28,7 @@ from .generate import encode_prompt, generate
 from .loading import ASSETS, Pair
 from .machine import machine_info, machine_line  # noqa: F401  (re-exported: benchmarks/ import them here)
 from .metrics import Metrics, Spread, predicted_speedup, round_counts, spread, summarize
-from .peer import Peer, PeerUnavailable, runs_at
+from .peer import Peer, PeerUnavailable, failure_note, runs_at
 
 PROMPT_SETS = ASSETS / "prompts"
 
@@ -264,8 +264,9 @@ def run_bench(pair: Pair, prompts: list[str], cfg: BenchConfig, log=print) -> di
 def _why(exc: Exception, label: str) -> str:
     if isinstance(exc, (HsdError, PeerUnavailable)):
         return str(exc)
-    who = "Transformers" if label.startswith("hf-") else "hsd"
-    return f"{who} raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    if label.startswith("hf-"):
+        return failure_note(label, exc)
+    return f"hsd raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 
 
 def _per_prompt(runs: dict, costs: Costs, cpu_costs: Costs) -> list[dict]:

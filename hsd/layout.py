@@ -98,7 +98,7 @@ class DualLinear:
     def _refresh(self) -> None:
         w = self.weight
         self.columns = column_major(w.detach().contiguous())
-        self._key = (w.data_ptr(), w._version)
+        self._key = _identity(w)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
@@ -107,7 +107,7 @@ class DualLinear:
             return F.linear(x, w, self.bias)
         if w.requires_grad and torch.is_grad_enabled():
             return F.linear(x, w, self.bias)
-        if (w.data_ptr(), w._version) != self._key:
+        if _identity(w) != self._key:
             self._refresh()
         rows = x.numel() // x.shape[-1] if x.dim() else 0
         if rows in DUAL_ROWS and w.is_contiguous() and x.dtype == w.dtype:
@@ -116,6 +116,13 @@ class DualLinear:
                 out = out + self.bias
             return out.contiguous().view(*x.shape[:-1], w.shape[0])
         return F.linear(x, self.columns, self.bias)
+
+
+def _identity(w: torch.Tensor) -> tuple:
+    """What changes when the weight's values may have: its storage and, for a normal tensor, its version counter
+    (an in-place write bumps it). An inference tensor (a copy made under ``torch.inference_mode``) has no
+    version counter and cannot be written in place outside that mode: its storage identifies it."""
+    return (w.data_ptr(), None if w.is_inference() else w._version)
 
 
 def dual_bytes(model: torch.nn.Module) -> int:

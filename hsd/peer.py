@@ -33,6 +33,28 @@ def runs_at(label: str, temperature: float) -> bool:
     return {"hf-slem": temperature == 0, "hf-tli": temperature > 0}.get(label, True)
 
 
+#: peer rows a Transformers release is known to crash on, with what runs them instead (checked on the embedded pair)
+KNOWN_FAILURES = {
+    ("5.25.0", "hf-slem"): "a bug of transformers 5.25.0's universal assisted generation (greedy, different "
+                           "tokenizers), in the assistant's attention; 5.24.0 runs this row: pip install "
+                           "transformers==5.24.0 to compare with it",
+}
+
+
+def version() -> str:
+    """The Transformers version the peer runs."""
+    import transformers
+
+    return transformers.__version__
+
+
+def failure_note(label: str, exc: BaseException) -> str:
+    """A peer row's note when Transformers raised: its version, the error, and what is known about it."""
+    text = str(exc).splitlines()[0][:200] if str(exc) else ""
+    known = KNOWN_FAILURES.get((version(), label))
+    return f"Transformers {version()} raised {type(exc).__name__}: {text}" + (f" ({known})" if known else "")
+
+
 class PeerUnavailable(Exception):
     """Transformers refused this configuration; the message says why (it becomes the row's note)."""
 
@@ -104,10 +126,17 @@ class Peer:
             self._drafters[algorithm] = (model, copy.deepcopy(self.pair.target.tokenizer), copy.deepcopy(d.tokenizer))
         return self._drafters[algorithm]
 
-    @torch.inference_mode()
     def generate(self, algorithm: str, prompt_ids: list[int], *, max_new_tokens: int, temperature: float,
                  seed: int) -> PeerResult:
         self.check(algorithm)
+        if algorithm != "hf-ar":
+            self._drafter(algorithm)  # its deep copy is made outside inference mode: plain tensors, as loaded
+        return self._generate(algorithm, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
+                              seed=seed)
+
+    @torch.inference_mode()
+    def _generate(self, algorithm: str, prompt_ids: list[int], *, max_new_tokens: int, temperature: float,
+                  seed: int) -> PeerResult:
         device = self.pair.target.device
         inputs = torch.tensor([prompt_ids], device=device)
         kwargs = dict(input_ids=inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=max_new_tokens,

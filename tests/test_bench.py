@@ -14,6 +14,7 @@ from hsd.advise import advise, advise_steps, expected_tokens, format_advice, rec
 from hsd.cli import advise_thresholds, build_parser, main
 from hsd.costs import Costs, ideal_decode_seconds
 from hsd.machine import machine_info
+from hsd.peer import version as peer_version
 
 PROMPTS = ['{"prompt": "def fib(n):\\n"}', '{"prompt": "import os\\n\\nclass A:\\n    def f(self):\\n"}']
 COLUMNS = {"temperature", "algorithm", "implementation", "prompts", "new_tokens", "ttft_ms", "tpot_ms", "tokens_per_s",
@@ -65,6 +66,8 @@ def test_transformers_peer_rows_run_or_say_why(bench_out):
     assert set(peer.algorithm) == {"hf-ar", "hf-slem", "hf-tli"}
     for _, row in peer.iterrows():
         assert row.note or math.isfinite(row.tokens_per_s), row.algorithm
+        if row.note and "raised" in row.note:  # a crash names the version it happened in
+            assert row.note.startswith(f"Transformers {peer_version()} raised"), row.note
     ar = peer[(peer.algorithm == "hf-ar") & (peer.temperature == 0)].iloc[0]
     assert ar.greedy_equals_ar == "2/2"  # Transformers' greedy AR and hsd's AR agree on these fp32 models
 
@@ -239,3 +242,28 @@ def test_the_engine_benchmark_runs_and_reports_the_share_outside_forwards(capsys
     rows = {line.split()[0]: line.split() for line in lines if line.split()[:1] in (["ar"], ["slem"])}
     assert set(rows) == {"ar", "slem"} and all(row[-1] == "yes" for row in rows.values())  # = AR's text
     assert all(0 <= float(row[5].rstrip("%")) <= 100 for row in rows.values())  # outside fwd, a share
+
+
+
+def test_a_peer_crash_names_the_transformers_version_and_what_is_known(monkeypatch):
+    from hsd import peer
+
+    monkeypatch.setattr(peer, "version", lambda: "5.25.0")
+    note = peer.failure_note("hf-slem", RuntimeError("cannot reshape tensor of 0 elements into shape [1, 0, -1, 64]"))
+    assert note.startswith("Transformers 5.25.0 raised RuntimeError: cannot reshape tensor of 0 elements")
+    assert "5.24.0 runs this row" in note
+    assert peer.failure_note("hf-tli", ValueError("x")) == "Transformers 5.25.0 raised ValueError: x"
+
+
+def test_the_peers_rows_run_on_hsds_cpu_layout_with_inference_tensors(model_dirs):
+    """The peer runs under torch.inference_mode, where its drafter's weights become inference tensors (copied or
+    pruned there), which have no version counter for hsd's CPU layout to read: every hf-slem/hf-tli row failed
+    with 'Inference tensors do not track version counter' before Transformers even ran."""
+    import hsd
+    from hsd.peer import Peer
+
+    pair = hsd.load_pair(model_dirs["target"], model_dirs["drafter"], device="cpu")
+    p = Peer(pair, 3)
+    ids = pair.target.tokenizer("def f(x):")["input_ids"]
+    for _ in range(2):  # the second call reuses the drafter's copy
+        assert p.generate("hf-tli", ids, max_new_tokens=4, temperature=1.0, seed=0).token_ids
