@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
-from hsd import catalogue, forms, lab, planning, policy, turns, viz, zerogpu
+from hsd import forms, lab, planning, policy, turns, viz, zerogpu
 from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, SAMPLING, SHARED, STOPPED  # noqa: F401 - the app's API
 
 log = logging.getLogger("hsd.app")
@@ -327,7 +327,7 @@ def stopped(status, advice, *others):
 
 def preset_changed(label):
     """A preset fills both boxes; the line under the choice says what the paper measured for it."""
-    return (*PAIRS.get(label, ("", "")), catalogue.pair_note(label))
+    return (*PAIRS.get(label, ("", "")), lab.pair_note(label))
 
 
 def token_room(target, drafter, form: forms.Form, device="auto", dtype="auto"):
@@ -382,7 +382,7 @@ def _controls(ui: SimpleNamespace) -> None:
     """The left column, onto ``ui``: the pair, the algorithm and the decoding form."""
     default_target, default_drafter = PAIRS[EMBEDDED]
     ui.preset = gr.Dropdown(list(PAIRS), value=EMBEDDED, label="Model pair (target ← drafter)")
-    ui.preset_note = gr.Markdown(catalogue.pair_note(EMBEDDED), elem_id="hsd-preset-note")
+    ui.preset_note = gr.Markdown(lab.pair_note(EMBEDDED), elem_id="hsd-preset-note")
     ui.target = gr.Textbox(default_target, label="Target (Hub id or local directory)",
                            info="owner/name@revision pins a branch, tag or commit")
     ui.drafter = gr.Textbox(default_drafter, label="Drafter (empty: AR only)")
@@ -547,7 +547,7 @@ def _wire_pair(demo: gr.Blocks, ui: SimpleNamespace, room: tuple) -> None:
               ui.max_new_tokens, ui.report, ui.availability, ui.drafter_temperature, ui.draft_threshold,
               ui.shared_noise]
     ui.examples.click(example_chosen, [ui.examples, ui.device, ui.dtype], filled, **private).then(
-        catalogue.pair_note, ui.preset, ui.preset_note, queue=False, **private).then(
+        lab.pair_note, ui.preset, ui.preset_note, queue=False, **private).then(
         *room, ui.max_new_tokens, **private)
     for box in (ui.target, ui.drafter):  # a new pair: every algorithm is offered until Check pair narrows them
         box.input(lambda: (gr.update(choices=ALGOS), "Pair changed: press **Check pair** to see which "

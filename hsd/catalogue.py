@@ -162,34 +162,13 @@ def hub_pair(label: str) -> HubPair | None:
     return next((p for p in HUB_PAIRS if p.label == label), None)
 
 
-def memory_note(pair: HubPair, device: str = "auto", dtype: str = "auto") -> str:
-    """On a CPU (a laptop, a CPU Space): whether the pair fits this machine's free memory, from
-    :data:`HUB_MODELS`' sizes, as the load's own check (:func:`hsd.planning.plan_load`) will judge it before any
-    download; ``""`` on a GPU (ZeroGPU sizes its pairs in :mod:`hsd.zerogpu`) or where the memory is unknown."""
-    from .loading import resolve_device
-    from .planning import pair_bytes
-
-    try:
-        if resolve_device(device).type != "cpu":
-            return ""
-        need, free = pair_bytes(tuple(HUB_MODELS[n].params for n in (pair.target, pair.drafter)), device, dtype)
-    except Exception:  # noqa: BLE001 - a note: no note rather than a wrong one
-        return ""
-    if not free:
-        return ""
-    if need <= 0.9 * free:
-        return f"Fits this machine: about {need / 1e9:.1f} GB on the CPU, {free / 1e9:.1f} GB free."
-    return (f"**Too large for this machine**: about {need / 1e9:.1f} GB on the CPU, {free / 1e9:.1f} GB free; a run "
-            "is refused before anything downloads. Pick an embedded pair or the CPU classroom pair.")
-
-
-def pair_note(label: str, device: str = "auto", dtype: str = "auto") -> str:
-    """What the app says under the pair choice: the paper's measurements of a Hub pair (:meth:`HubPair.summary`)
-    and, on a CPU, whether it fits (:func:`memory_note`); a line for the embedded pairs; ``""`` for the custom
-    entry."""
+def pair_note(label: str) -> str:
+    """What the app says under the pair choice: the paper's measurements of a Hub pair (:meth:`HubPair.summary`),
+    or a line for the embedded pairs; ``""`` for the custom entry. (:func:`hsd.lab.pair_note` adds whether a Hub
+    pair fits this machine.)"""
     pair = hub_pair(label)
     if pair is not None:
-        return " ".join(part for part in (pair.summary(), memory_note(pair, device, dtype)) if part)
+        return pair.summary()
     target = GALLERY.get(label, ("", ""))[0]
     if target and embedded_path(target) is not None:
         return "Embedded demo pair: works offline on a CPU; the paper did not measure it (see docs/embedded-pair.md)."

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 import hsd
-from . import figures, forms, picture, planning, share, viz, zerogpu
+from . import catalogue, figures, forms, picture, planning, share, viz, zerogpu
 from .advise import DYNAMIC_LOOKAHEAD, advise_steps, format_advice
 from .bench import run_each
 from .catalogue import GALLERY
@@ -261,6 +261,14 @@ def pair_changed(target, drafter, device="auto", dtype="auto", algorithm=None) -
         return check(target, drafter, device, dtype, algorithm)
     return {**describe(target, drafter, device, dtype),
             "availability": "Not checked yet: press **Check pair** to see which algorithms apply."}
+
+
+def pair_note(label: str, device="auto", dtype="auto") -> str:
+    """The note under the pair choice (:func:`hsd.catalogue.pair_note`) and, for a Hub pair on a CPU, whether it
+    fits this machine (:func:`hsd.planning.memory_note`)."""
+    pair = catalogue.hub_pair(label)
+    fits = planning.memory_note(pair.target, pair.drafter, device, dtype) if pair is not None else ""
+    return " ".join(part for part in (catalogue.pair_note(label), fits) if part)
 
 
 def example(index, device="auto", dtype="auto") -> dict:

@@ -97,6 +97,25 @@ def pair_bytes(params: tuple[float, ...], device: str = "auto", dtype: str = "au
     return sum(p * width + planned_copy_bytes(p * width, dev, torch_dtype) for p in params), available_bytes(dev)
 
 
+def memory_note(target: str, drafter: str, device: str = "auto", dtype: str = "auto") -> str:
+    """On a CPU (a laptop, a CPU Space): whether a catalogued Hub pair fits this machine's free memory, from
+    :data:`hsd.catalogue.HUB_MODELS`' sizes, as :func:`plan_load` will judge it before any download; ``""`` on a
+    GPU (ZeroGPU sizes its pairs in :mod:`hsd.zerogpu`), for a model not catalogued, or where the memory is
+    unknown."""
+    try:
+        if resolve_device(device).type != "cpu":
+            return ""
+        need, free = pair_bytes(tuple(HUB_MODELS[n].params for n in (target, drafter) if n), device, dtype)
+    except Exception:  # noqa: BLE001 - a note: no note rather than a wrong one
+        return ""
+    if not free:
+        return ""
+    if need <= 0.9 * free:
+        return f"Fits this machine: about {need / 1e9:.1f} GB on the CPU, {free / 1e9:.1f} GB free."
+    return (f"**Too large for this machine**: about {need / 1e9:.1f} GB on the CPU, {free / 1e9:.1f} GB free; a run "
+            "is refused before anything downloads. Pick an embedded pair or the CPU classroom pair.")
+
+
 def plan_load(target: str, drafter: str, device: str = "auto", dtype: str = "auto", *,
               target_revision: str | None = None, drafter_revision: str | None = None) -> str:
     """What will be loaded (from the Hub's metadata when reachable), as Markdown; refuses what cannot fit.

@@ -448,10 +448,10 @@ def test_app_run_marks_prompt_text_that_became_a_special_token(parse_special):
 # ----------------------------------------------------------------------------- a CPU machine (a CPU Space)
 
 def test_on_a_cpu_the_gallery_says_which_hub_pairs_fit(monkeypatch):
-    from hsd import catalogue
+    from hsd import catalogue, lab
 
     monkeypatch.setattr(planning, "available_bytes", lambda dev: 16e9)  # a cpu-basic Space's memory
-    notes = {p.label: catalogue.pair_note(p.label, device="cpu") for p in catalogue.HUB_PAIRS}
+    notes = {p.label: lab.pair_note(p.label, device="cpu") for p in catalogue.HUB_PAIRS}
     classroom = next(label for label in notes if "CPU classroom" in label)
     assert "Fits this machine: about 7.2 GB on the CPU, 16.0 GB free." in notes[classroom]
     too_large = [label for label, note in notes.items() if "Too large for this machine" in note]
