@@ -160,15 +160,26 @@ class Rng:
         return self._generators[key]
 
     def sample(self, probs: torch.Tensor) -> torch.Tensor:
-        """One draw per row of ``probs`` (``[n, V]`` → ``[n]`` long)."""
-        return torch.multinomial(probs, 1, generator=self.generator(probs.device)).squeeze(-1)
+        """One draw per row of ``probs`` (``[n, V]`` → ``[n]`` long, rows need not sum to 1), by inverse CDF: one
+        uniform number per row against the row's cumulative sum in float64, a single pass over the vocabulary
+        (``torch.multinomial`` draws an exponential number per entry: about 20 times the time over 152k entries).
+        An entry of probability 0 is never drawn: its cumulative sum equals its predecessor's."""
+        cdf = probs.to(torch.float64).cumsum(-1)
+        total = cdf[..., -1:]
+        u = torch.rand(total.shape, dtype=torch.float64, generator=self.generator(probs.device), device=probs.device)
+        idx = torch.searchsorted(cdf, u * total, right=True)
+        past = idx >= probs.shape[-1]  # u * total rounded up to total (odds about 2**-53): the last possible entry
+        if bool(past.any()):
+            last = probs.shape[-1] - 1 - (probs > 0).flip(-1).to(torch.int8).argmax(-1, keepdim=True)
+            idx = torch.where(past, last, idx)
+        return idx.squeeze(-1)
 
     def uniform(self, n: int, device) -> torch.Tensor:
         return torch.rand(n, generator=self.generator(device), device=device)
 
 
 def pick(probs: torch.Tensor, sampling: Sampling, rng: Rng) -> torch.Tensor:
-    """Sample each row: argmax when greedy (no randomness consumed), else a multinomial draw."""
+    """Sample each row: argmax when greedy (no randomness consumed), else a draw by :meth:`Rng.sample`."""
     if sampling.greedy:
         return argmax(probs)
     return rng.sample(probs)
