@@ -435,8 +435,8 @@ def _views(ui: SimpleNamespace) -> None:
     ui.status = gr.Markdown(elem_id="hsd-status")
     with gr.Tabs(elem_id="hsd-tabs") as ui.tabs:
         with gr.Tab("Output"):
-            ui.show_rejected = gr.Checkbox(False, label="show rejected drafts (struck through)",
-                                           info="on by default for greedy runs only")
+            ui.show_rejected = gr.Checkbox(True, label="show rejected drafts (struck through)",
+                                           info="on for greedy runs (the page starts at temperature 0), off when sampling")
             ui.output = gr.HTML(elem_id="hsd-output")
             ui.rounds_plot = gr.Plot(label="Rounds", elem_id="hsd-rounds-plot")
             with gr.Row():

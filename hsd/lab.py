@@ -84,10 +84,21 @@ EXAMPLES = [
 ]
 
 
+#: the library's words for a setting, as the page names its control (the CLI does the same with its flags)
+PAGE_WORDS = (("Use noise='independent' (the default) with them.", "Untick shared noise for them."),
+              ("noise='shared'", "shared noise"), ("noise='independent'", "shared noise off"))
+
+
+def page_words(message: str) -> str:
+    for api, page in PAGE_WORDS:
+        message = message.replace(api, page)
+    return message
+
+
 def error_text(exc: BaseException) -> str:
     """A failure as the status line shows it: hsd's own errors say what to do; anything else is logged."""
     if isinstance(exc, hsd.HsdError):
-        return f"⚠️ **{type(exc).__name__}**: {exc}"
+        return f"⚠️ **{type(exc).__name__}**: {page_words(str(exc))}"
     log.exception("unexpected error in a handler")
     return (f"⚠️ **Unexpected error** ({type(exc).__name__}): {str(exc)[:500]}. The app is still running: change "
             "the settings and try again.")

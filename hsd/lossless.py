@@ -339,6 +339,11 @@ def describe(check: CheckResult) -> str:
         verdict = "as close as an exact sampler gets, so the check finds no sign that it changes the distribution"
     else:
         verdict = "further than an exact sampler goes, so its output does not follow the target's distribution"
-    return (f"Over {check.n} draws of the next token each, AR's histogram is {check.tv_ar:.3f} from the target's "
+    text = (f"Over {check.n} draws of the next token each, AR's histogram is {check.tv_ar:.3f} from the target's "
             f"exact distribution p and {name}'s is {check.tv_algo:.3f}, against a noise floor of {check.floor:.3f} "
             f"that an exact sampler stays under {check.quantile:.0%} of the time: {name} is {verdict}.")
+    if not check.settings.get("temperature"):
+        text += (" At temperature 0 there is nothing to sample: every draw is the target's argmax, so the floor is 0 "
+                 "and the histograms are one bar; greedy losslessness is shown token for token by Compare's "
+                 "\"same tokens as AR\". Set a temperature above 0 to test the sampling.")
+    return text

@@ -266,7 +266,7 @@ def result_to_html(result: Result, meta: dict | None = None, *, prompt: str | No
     title = title or f"hsd run: {result.algorithm} on {short}"
     settings = meta.get("settings") or result.settings
     shown = ("temperature", "top_k", "top_p", "lookahead", "max_new_tokens", "seed", "drafter_temperature",
-             "device", "dtype")
+             "draft_threshold", "noise", "device", "dtype")  # every setting that changes what a seed gives
     setting_text = ", ".join(f"{k} = {settings[k]}" for k in shown if k in settings and settings[k] is not None)
     commits = ", ".join(f"{role} commit {models[role + '_commit']}" for role in ("target", "drafter")
                         if models.get(role + "_commit"))

@@ -443,3 +443,31 @@ def hsd_generate(model_dirs, algorithm):
 
     pair = hsd.load_pair(model_dirs["target"], model_dirs["drafter"])
     return hsd.generate(pair, "def f(x):", algorithm=algorithm, max_new_tokens=4)
+
+
+def test_what_the_page_says_uses_its_own_words():
+    from hsd.errors import InvalidSettingError
+
+    refusal = app.lab.error_text(InvalidSettingError(
+        "noise='shared' works with slem only, not 'tli': ... Use noise='independent' (the default) with them."))
+    assert "noise=" not in refusal and "shared noise works with slem only" in refusal
+    assert refusal.endswith("Untick shared noise for them.")
+
+
+def test_lossless_at_temperature_0_says_there_is_nothing_to_sample(model_dirs):
+    from hsd import lossless
+
+    greedy = app.lossless_check(model_dirs["target"], model_dirs["drafter"], "slem", 50, Form("def f(x):"))
+    status = list(greedy)[-1].status
+    assert "At temperature 0 there is nothing to sample" in status
+    sampled = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "slem", 50,
+                                      Form("def f(x):", temperature=1.0)))[-1].status
+    assert "nothing to sample" not in sampled and lossless.SIMULATIONS
+
+
+def test_the_slrs_cost_line_leaves_out_a_mean_its_outliers_own():
+    from hsd.algorithms.slrs import _cost_lines
+
+    line = _cost_lines({"paths_median": 44, "paths_mean": 1.07e18, "paths_p99": 7_021_436, "paths_max": 2 * 10**18,
+                        "default_budget": 4096, "heavy_share": 0.051, "recommendation": "r"})[0]
+    assert "median 44, 99th percentile 7,021,436" in line and "mean" not in line

@@ -478,16 +478,26 @@ def test_numpy_and_torch_scalars_are_taken_as_the_numbers_they_hold():
     assert settings.top_k == 5 and type(settings.top_k) is int and settings.top_p == 0.5 and settings.seed == 3
 
 
-@pytest.mark.parametrize("value", ["abc", "1", "-3", "", "2.5"])
-def test_a_bad_model_cache_size_is_an_error_line_from_the_cli_not_a_traceback(value):
+def test_a_bad_model_cache_size_is_an_error_line_from_the_cli_not_a_traceback():
     import subprocess
     import sys
 
     proc = subprocess.run([sys.executable, "-m", "hsd", "generate", "--prompt", "x", "--max-new-tokens", "2"],
-                          capture_output=True, text=True, env={**os.environ, "HSD_MAX_CACHED_MODELS": value},
+                          capture_output=True, text=True, env={**os.environ, "HSD_MAX_CACHED_MODELS": "abc"},
                           timeout=300)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.startswith(f"error: HSD_MAX_CACHED_MODELS={value!r}") and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: HSD_MAX_CACHED_MODELS='abc'") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["1", "-3", "", "2.5"])
+def test_every_bad_model_cache_size_is_refused_by_the_first_load(value, monkeypatch, capsys):
+    from hsd import loading
+
+    with pytest.raises(E, match=f"HSD_MAX_CACHED_MODELS={value!r}") as info:
+        loading._max_cached_models(value)
+    monkeypatch.setattr(loading, "_BAD_CACHE_SETTING", info.value)
+    assert main(["generate", "--prompt", "x", "--max-new-tokens", "2"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: HSD_MAX_CACHED_MODELS={value!r}")
 
 
 def test_ctrl_c_mid_generation_keeps_what_was_generated(monkeypatch, capsys, tmp_path):

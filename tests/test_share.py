@@ -113,3 +113,14 @@ def test_damaged_bytes_are_reported():
     with pytest.raises(ShareError, match="round 0's draft should be hex"):
         share.result_from_json(json.dumps(doc))
     assert issubclass(ShareError, hsd.HsdError) and issubclass(ShareError, ValueError)
+
+
+def test_the_html_page_states_the_noise_and_the_draft_threshold():
+    import hsd
+    from hsd import share
+
+    pair = hsd.load_pair()
+    result = hsd.generate(pair, "def f(x):", algorithm="slem", max_new_tokens=4, temperature=0.7, noise="shared",
+                          draft_threshold=0.3)
+    page = share.result_to_html(result, share.run_meta(result, prompt="def f(x):", pair=pair))
+    assert "noise = shared" in page and "draft_threshold = 0.3" in page

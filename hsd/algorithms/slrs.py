@@ -320,8 +320,9 @@ def pair_cost(pair: Pair) -> dict:
 
 
 def _cost_lines(cost: dict) -> list[str]:
+    # no mean: a few tokens with astronomically many paths would own it (the median and the tail say more)
     return [f"slrs cost (drafter paths per exact ψ, full-support drafting): median {cost['paths_median']:,}, "
-            f"mean {cost['paths_mean']:,.0f}, 99th percentile {cost['paths_p99']:,}, worst {cost['paths_max']:,}; "
+            f"99th percentile {cost['paths_p99']:,}, worst {cost['paths_max']:,}; "
             f"heavy at slrs_max_paths={cost['default_budget']}: {cost['heavy_share']:.1%} of target tokens",
             f"  {cost['recommendation']}"]
 
