@@ -14,7 +14,7 @@ What stands in, and why:
 * **The ZeroGPU device API** (a service of the Hugging Face platform that grants GPUs): a local HTTP server
   that grants every request at once (``/schedule``; the first call of each GPU function gets a fresh worker,
   later ones the idle worker) and accepts ``/allow``, ``/release`` and ``/startup-report``.
-* **On a machine without CUDA**, three things that need a GPU: torch's CUDA hooks that a CPU-only build lacks
+* **On a machine without CUDA**, two things that need one: torch's CUDA hooks that a CPU-only build lacks
   (:func:`cpu_torch_shims`: ``torch.version.cuda``, ``torch._C._cuda_init``, a picklable
   ``torch.cuda._is_in_bad_fork``), and, in the GPU worker, the switch to the real GPU (``spaces``' ``unpatch``,
   ``init`` and ``move``): the worker stays in the emulation and gets the packed tensors' data back in host
@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -279,15 +280,23 @@ def rehearse(pair: tuple[str, str] | None = None, handlers=HANDLERS, *, root: Pa
                "HOME": os.environ.get("HOME", str(tmp)), "PYTHONPATH": str(root), **(env or {})}
         echo(f"rehearsing the ZeroGPU Space with spaces {found} (device API stand-in at {api.url}); pairs: embedded "
              f"(preloaded), directories {local[0]} <- {local[1]} (loaded at run time)")
+        # its own process group: on a timeout the Space's GPU workers (forked by spaces) go with it
+        proc = subprocess.Popen([sys.executable, "-m", "hsd.rehearse", "--child", json.dumps(config)], env=env,
+                                cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
         try:
-            proc = subprocess.run([sys.executable, "-m", "hsd.rehearse", "--child", json.dumps(config)], env=env,
-                                  cwd=root, timeout=timeout_s, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True)
-            code, output = proc.returncode, proc.stdout
-        except subprocess.TimeoutExpired as exc:
-            code, output = 124, (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            output, _ = proc.communicate(timeout=timeout_s)
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            code = 124
         finally:
             api.close()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # what is left of the group: workers of a finished Space
+            except ProcessLookupError:
+                pass
         for line in output.splitlines():
             if line.startswith(("ok  ", "FAIL", "stands in", "app imported")) or verbose or code not in (0, 1):
                 echo(line)

@@ -62,3 +62,16 @@ def test_the_rehearsal_runs_the_spaces_version_the_requirements_pin():
     pins = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
             if line.startswith("spaces")]
     assert pins == [f"spaces=={SPACES_VERSION}"]
+
+
+@needs_spaces
+def test_a_rehearsal_out_of_time_leaves_no_process_behind():
+    import subprocess
+
+    def children() -> int:
+        out = subprocess.run(["pgrep", "-f", "hsd.rehearse --child"], capture_output=True, text=True).stdout
+        return len(out.split())
+
+    before = children()
+    code, results = rehearse(handlers=("check", "run"), timeout_s=6, echo=lambda *_: None)
+    assert code == 124 and children() == before  # the Space and the GPU workers spaces forked are gone
