@@ -318,9 +318,19 @@ def advise_live(target, drafter, form: forms.Form, device="auto", dtype="auto"):
         yield from _on_gpu(status, _advise_on_device, target, drafter, form, device, dtype)
 
 
+def stopped_page(status, advice, drafters_status, lossless_status, request: gr.Request = None):
+    """:func:`stopped` once the page's long handlers have ended (at their next update, at most
+    :data:`STOP_WAIT_S`): a generator's end re-sends its last update, which would otherwise overwrite the message."""
+    session = getattr(request, "session_hash", None)
+    deadline = time.monotonic() + STOP_WAIT_S
+    while session is not None and RUNNING.get(session, 0) > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return stopped(status, advice, drafters_status, lossless_status)
+
+
 def stopped(status, advice, *others):
-    """Stop: a run, comparison or advice in progress says it stopped; a finished one stays as it is. Runs after
-    the cancel, a moment later, so an update the cancelled run had already sent cannot overwrite it."""
+    """Stop: a run, comparison or advice in progress says it stopped; a finished one stays as it is. Runs a moment
+    after the handlers ended, so an update one had already sent cannot overwrite it."""
     time.sleep(STOP_SETTLE_S)
     return tuple(gr.update() if text is None else text for text in lab.after_stop(status, advice, *others))
 
@@ -339,6 +349,35 @@ def token_room(target, drafter, form: forms.Form, device="auto", dtype="auto"):
 # ----------------------------------------------------------------------------- layout
 
 FORM = object()  #: stands for the decoding form's boxes in an event's inputs (see :func:`_event`)
+
+#: Stop presses per page (Gradio's session hash). Stop is cooperative: a long handler ends at its next update
+#: after a press, its generator closed (on ZeroGPU that stops the GPU worker too) and its last update kept. Gradio's
+#: own cancellation lands at that same point but marks every output of the event as failed (red "Error" boxes).
+STOPS: dict[str, int] = {}
+RUNNING: dict[str | None, int] = {}  #: long handlers running per page
+#: how long Stop's message waits for the page's handlers to reach their next update and end
+STOP_WAIT_S = 30.0
+
+
+def _until_stopped(updates, session: str | None):
+    """``updates`` until this page presses Stop (a press after the handler started), then nothing more."""
+    pressed = STOPS.get(session, 0)
+    RUNNING[session] = RUNNING.get(session, 0) + 1
+    try:
+        for update in updates:
+            if session is not None and STOPS.get(session, 0) != pressed:
+                return
+            yield update
+    finally:
+        RUNNING[session] -= 1
+        updates.close()
+
+
+def request_stop(request: gr.Request):
+    """Stop: the page's running long handlers end at their next update (:func:`_until_stopped`)."""
+    session = getattr(request, "session_hash", None)
+    if session is not None:
+        STOPS[session] = STOPS.get(session, 0) + 1
 
 
 def _event(handler, inputs: list, boxes: dict) -> tuple:
@@ -365,10 +404,17 @@ def _event(handler, inputs: list, boxes: dict) -> tuple:
 
     params = [inspect.Parameter(label, inspect.Parameter.POSITIONAL_OR_KEYWORD) for label in labels]
     if inspect.isgeneratorfunction(handler):
-        def fn(*values, progress=gr.Progress(track_tqdm=True)):
-            yield from call(values)
-        params.append(inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY,
-                                        default=gr.Progress(track_tqdm=True)))
+        def fn(*values, progress=gr.Progress(track_tqdm=True), request=None):
+            # Gradio passes its special arguments by position, after the components' values
+            request = next((v for v in values if isinstance(v, gr.Request)), request)
+            yield from _until_stopped(call(values), getattr(request, "session_hash", None))
+        # positional, after the values: Gradio looks for its special arguments among positional parameters only
+        # (a download's tqdm progress reaches the page through the first, the page's session through the second)
+        params += [inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                     default=gr.Progress(track_tqdm=True)),
+                   inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                     annotation=gr.Request)]
+        fn.__annotations__ = {"request": gr.Request}  # Gradio passes the request to a parameter so annotated
     else:
         def fn(*values):
             return call(values)
@@ -580,8 +626,8 @@ def _wire_runs(ui: SimpleNamespace, wired) -> None:
     ui.production_btn.click(*wired(production, *pair, ui.algorithm, FORM, *where), ui.production_md,
                             api_name="production")
     busy = [ui.status, ui.advice, ui.drafters_status, ui.lossless_status]
-    ui.stop_btn.click(None, cancels=runs, api_visibility="private").then(
-        stopped, busy, busy, api_visibility="private", concurrency_limit=None)
+    ui.stop_btn.click(request_stop, None, None, api_visibility="private", queue=False).then(
+        stopped_page, busy, busy, api_visibility="private", concurrency_limit=None)
     ui.picture_position.change(show_picture, [ui.state, ui.picture_position], [ui.picture_plot, ui.picture_text],
                                api_name="picture", concurrency_limit=4)
     ui.download_btn.click(download, ui.state, ui.run_files, api_name="download", concurrency_limit=4)

@@ -412,7 +412,7 @@ def test_an_event_hands_the_handler_the_form_as_one_value_and_names_every_api_pa
     fn, components = app._event(handler, ["t", "a", app.FORM, "d"], boxes)
     assert components == ["t", "a", *boxes.values(), "d"]
     params = list(app.inspect.signature(fn).parameters)
-    assert params == ["target", "algorithm", *FORM_FIELDS, "device", "progress"]
+    assert params == ["target", "algorithm", *FORM_FIELDS, "device", "progress", "request"]  # the last two: Gradio's
     values = ["tiny", "slem", *[f"v-{name}" for name in FORM_FIELDS], "cpu"]
     assert list(fn(*values)) == ["done"]
     target, algorithm, got, device = seen[0]

@@ -80,8 +80,9 @@ def test_a_bad_capacity_says_what_to_give(monkeypatch):
 
 def test_the_app_loads_outside_the_line_and_shows_the_place_while_waiting(monkeypatch):
     import app
-    from hsd import forms
+    from hsd import forms, loading
 
+    loading.release_models()  # so this run loads its pair, and says so, before it waits for the device
     holder = app.TURNS.turn()
     list(holder.__enter__())  # another request holds the device
     out = app.run("assets/tiny-code/target", "assets/tiny-code/drafter", "slem",
