@@ -11,34 +11,19 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
+from browser import app_page
+
 pytestmark = pytest.mark.slow
-CHROMIUM = os.environ.get("HSD_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-sync"]
-WAIT = 240_000
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    playwright = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no chromium at {CHROMIUM}")
-    import app
-
-    demo = app.build()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, css=app.CSS)
-    with playwright.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.set_default_timeout(WAIT)
-        pg.goto(url)
+def page():
+    with app_page() as pg:
         yield pg
-        browser.close()
-    demo.close()
 
 
 @pytest.fixture(scope="module")

@@ -2,40 +2,24 @@
 whose results arrive on a hidden tab fit their cards when the tab is shown.
 
 Slow (a minute or two on 2 CPUs): ``python -m pytest -m slow tests/test_browser_classroom.py``; needs Debian's
-``chromium`` and ``pip install playwright`` (tests/test_browser.py says how), skipped without them.
+``chromium`` and ``pip install playwright`` (tests/browser.py says how), skipped without them.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
 
 import pytest
 
+from browser import app_page
+
 pytestmark = pytest.mark.slow
-CHROMIUM = os.environ.get("HSD_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
 def page():
-    playwright = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no chromium at {CHROMIUM}")
-    import app
-
-    demo = app.build()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, css=app.CSS)
-    with playwright.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.set_default_timeout(240_000)
-        pg.goto(url)
+    with app_page() as pg:
         pg.wait_for_selector("#hsd-drafter-temperature", state="attached")
         yield pg
-        browser.close()
-    demo.close()
 
 
 def _value(page, elem_id: str) -> str:

@@ -1,0 +1,40 @@
+"""The app launched here and opened in headless Chromium, for the browser tests (tests/test_browser*.py).
+
+Needs Debian's ``chromium`` (``apt-get install chromium``, or ``HSD_CHROMIUM``) and ``pip install playwright``
+(never ``playwright install``); a test that asks for it is skipped without them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("HSD_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-sync"]
+WAIT = 240_000
+
+
+@contextmanager
+def app_page(width: int = 1400, height: int = 1000):
+    """A fresh app (``app.build()``) on a local port, and a Chromium page open on it."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM}")
+    import app
+
+    demo = app.build()
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, css=app.CSS)
+    try:
+        with playwright.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(WAIT)
+            page.goto(url)
+            yield page
+            browser.close()
+    finally:
+        demo.close()
