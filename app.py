@@ -17,19 +17,22 @@ from typing import NamedTuple
 
 import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
-from hsd import forms, lab, planning, policy, turns, viz, zerogpu
+from hsd import forms, lab, marks, planning, policy, turns, viz, zerogpu
 from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, SAMPLING, SHARED, STOPPED  # noqa: F401 - the app's API
 
 log = logging.getLogger("hsd.app")
 MAX_NEW_TOKENS = forms.MAX_NEW_TOKENS
 STOP_SETTLE_S = 0.5
 PAPER = "https://arxiv.org/abs/2502.05202"
-#: projector mode: larger type everywhere, long rounds wrap instead of scrolling sideways
+#: projector mode: larger type everywhere, long rounds wrap instead of scrolling sideways; state as word badges
 CSS = """
 .gradio-container { font-size: 18px !important; }
 .gradio-container .prose, .gradio-container label span, .gradio-container button { font-size: 1.05em !important; }
 #hsd-round .hsd-round-table, #hsd-round table { white-space: normal; }
-"""
+#hsd-title h1 { font-size: 1.55em; margin: 0 0 0.2em 0; }
+#hsd-title p { margin: 0; }
+#hsd-tabs button[role="tab"] { padding-left: 0.55em; padding-right: 0.55em; }
+""" + marks.CSS
 get_pair = planning.load_named_pair
 hsd.threads.choose("auto")  # each run on the intra-op threads that suit its pair's size (hsd/threads.py)
 
@@ -129,7 +132,7 @@ def _on_gpu(out, gpu_part, *args):
     updates that say how many requests are ahead. Stop, or a closed page, leaves the line at once."""
     with TURNS.turn() as wait:
         for ahead in wait:
-            yield out(status=f"⏳ Your models are loaded; waiting for the device: {ahead} request"
+            yield out(status=f"{marks.BUSY} Your models are loaded; waiting for the device: {ahead} request"
                              f"{'s are' if ahead > 1 else ' is'} ahead of yours (Stop leaves the line)…")
         yield from gpu_part(*args)
 
@@ -151,7 +154,7 @@ def _run_out(values: dict) -> RunOut:
     return RunOut(**{**values, "round": slider})
 
 
-@zerogpu.gpu(zerogpu.run_duration, on_error=lambda sentence: RunOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
+@zerogpu.gpu(zerogpu.run_duration, on_error=lambda sentence: RunOut(status=f"{marks.ERROR} **ZeroGPU**: {sentence}"))
 def _run_on_device(target, drafter, algorithm, form, device="auto", dtype="auto", show_rejected=True, progress=None):
     for values in lab.run_steps(target, drafter, algorithm, form, device, dtype, show_rejected):
         yield _run_out(values)
@@ -180,7 +183,7 @@ def download(state):
     try:
         return list(lab.export(state))
     except Exception as exc:  # noqa: BLE001 - no run yet: say so, change nothing
-        gr.Warning(lab.error_text(exc).replace("⚠️ ", ""))
+        gr.Warning(lab.error_text(exc).replace(f"{marks.ERROR} ", ""))
         return None
 
 
@@ -196,7 +199,7 @@ class LosslessOut(NamedTuple):
     figure: object = None
 
 
-@zerogpu.gpu(60, on_error=lambda sentence: LosslessOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
+@zerogpu.gpu(60, on_error=lambda sentence: LosslessOut(status=f"{marks.ERROR} **ZeroGPU**: {sentence}"))
 def _lossless_on_device(target, drafter, algorithm, n, form, device="auto", dtype="auto", progress=None):
     for values in lab.lossless_steps(target, drafter, algorithm, n, form, device, dtype):
         yield LosslessOut(**values)
@@ -238,7 +241,7 @@ def rerender(state, show_rejected):
         return gr.update()
 
 
-@zerogpu.gpu(zerogpu.compare_duration, on_error=lambda sentence: _compare_out(status=f"⚠️ **ZeroGPU**: {sentence}"))
+@zerogpu.gpu(zerogpu.compare_duration, on_error=lambda sentence: _compare_out(status=f"{marks.ERROR} **ZeroGPU**: {sentence}"))
 def _compare_on_device(target, drafter, form, device="auto", dtype="auto", progress=None):
     for values in lab.compare_steps(target, drafter, form, device, dtype):
         yield _compare_out(**values)
@@ -250,7 +253,7 @@ def compare(target, drafter, form: forms.Form, device="auto", dtype="auto"):
         yield from _on_gpu(_compare_out, _compare_on_device, target, drafter, form, device, dtype)
 
 
-@zerogpu.gpu(zerogpu.drafters_duration, on_error=lambda sentence: DraftersOut(status=f"⚠️ **ZeroGPU**: {sentence}"))
+@zerogpu.gpu(zerogpu.drafters_duration, on_error=lambda sentence: DraftersOut(status=f"{marks.ERROR} **ZeroGPU**: {sentence}"))
 def _drafters_on_device(target, drafter_names, algorithm, num_prompts, form, device="auto", dtype="auto",
                         progress=None):
     for values in lab.drafters_steps(target, drafter_names, algorithm, num_prompts, form, device, dtype):
@@ -304,7 +307,7 @@ def advise_pair(target, drafter, form: forms.Form, device="auto", dtype="auto") 
     return last
 
 
-@zerogpu.gpu(zerogpu.advise_duration, on_error=lambda sentence: f"⚠️ **ZeroGPU**: {sentence}")
+@zerogpu.gpu(zerogpu.advise_duration, on_error=lambda sentence: f"{marks.ERROR} **ZeroGPU**: {sentence}")
 def _advise_on_device(target, drafter, form, device="auto", dtype="auto"):
     yield from lab.advise_text(target, drafter, form, device, dtype)
 
@@ -433,9 +436,7 @@ def _controls(ui: SimpleNamespace) -> None:
                            info="owner/name@revision pins a branch, tag or commit")
     ui.drafter = gr.Textbox(default_drafter, label="Drafter (empty: AR only)")
     ui.algorithm = gr.Radio(ALGOS, value="slem", label="Algorithm", elem_id="hsd-algorithm")
-    ui.check_btn = gr.Button("Check pair", size="sm")
-    ui.availability = gr.Markdown("Checking the pair…", elem_id="hsd-availability")
-    with gr.Accordion("Decoding settings", open=True):
+    with gr.Accordion(lab.settings_summary(0, 5, 96), open=False, elem_id="hsd-settings") as ui.settings_box:
         ui.temperature = gr.Number(0, label="temperature", elem_id="hsd-temperature", step=0.1,
                                    info=f"0 = greedy; {forms.TEMPERATURE[0]:g}..{forms.TEMPERATURE[1]:g}")
         ui.lookahead = gr.Number(5, label="lookahead k", precision=0, step=1,
@@ -462,6 +463,8 @@ def _controls(ui: SimpleNamespace) -> None:
                                       info="both models draw from one seeded noise field over the text: "
                                            "SLEM accepts more when sampling, and its text is AR's text "
                                            "for the same seed, token for token (docs/coupling.md)")
+    ui.check_btn = gr.Button("Check pair", size="sm")
+    ui.availability = gr.Markdown("Checking the pair…", elem_id="hsd-availability")
     with gr.Accordion("Prompt format, device, dtype", open=False):
         ui.mode = gr.Radio(["raw", "chat"], value="raw", label="prompt",
                            info="chat: each model's own chat template")
@@ -473,11 +476,16 @@ def _controls(ui: SimpleNamespace) -> None:
 
 def _views(ui: SimpleNamespace) -> None:
     """The right column, onto ``ui``: the prompt, the buttons, the status line and the tabs."""
-    ui.prompt = gr.Textbox(EXAMPLES[0][2], lines=4, label="Prompt")  # the first example's
+    ui.prompt = gr.Textbox(EXAMPLES[0][2], lines=3, max_lines=12, label="Prompt",  # the first example's
+                           elem_id="hsd-prompt")
     with gr.Row():
         ui.run_btn = gr.Button("Run", variant="primary")
         ui.compare_btn = gr.Button("Compare all algorithms")
         ui.stop_btn = gr.Button("Stop", variant="stop")
+    ui.examples = gr.Dataset(
+        components=[ui.prompt], samples=[[text] for _, _, text, *_ in EXAMPLES], type="index",
+        sample_labels=[label for label, *_ in EXAMPLES], elem_id="hsd-examples",
+        label="Examples: each sets the pair, the prompt and the settings")
     ui.status = gr.Markdown(elem_id="hsd-status")
     with gr.Tabs(elem_id="hsd-tabs") as ui.tabs:
         with gr.Tab("Output"):
@@ -490,7 +498,7 @@ def _views(ui: SimpleNamespace) -> None:
                 ui.run_files = gr.File(label="this run", file_count="multiple", elem_id="hsd-run-files")
                 ui.saved = gr.File(label="show a saved run (.json): no models run", file_types=[".json"],
                                    elem_id="hsd-load-run")
-        with gr.Tab("Rounds: token boundaries"):
+        with gr.Tab("Rounds"):
             gr.Markdown("Top: the drafter's tokens. Middle: the draft string. Bottom: the target's "
                         f"proposed tokens and their verification. {lab.COLUMNS_HELP}")
             with gr.Row():
@@ -506,12 +514,13 @@ def _views(ui: SimpleNamespace) -> None:
             ui.picture_text = gr.Markdown(elem_id="hsd-picture-text")
         with gr.Tab("Compare"), gr.Column(elem_id="hsd-compare"):
             ui.badge = gr.HTML(elem_id="hsd-badge")
+            # two plots a row where each gets 440 px, one a row on a narrower screen (a projector's 1024 px)
             with gr.Row():
-                ui.speedup = gr.Plot(label="speedup", elem_id="hsd-speedup")
-                ui.tokens_time = gr.Plot(label="tokens vs time")
+                ui.speedup = gr.Plot(label="speedup", elem_id="hsd-speedup", min_width=440)
+                ui.tokens_time = gr.Plot(label="tokens vs time", min_width=440)
             with gr.Row():
-                ui.histogram = gr.Plot(label="acceptance length")
-                ui.positions = gr.Plot(label="acceptance by position")
+                ui.histogram = gr.Plot(label="acceptance length", min_width=440)
+                ui.positions = gr.Plot(label="acceptance by position", min_width=440)
             ui.time_split = gr.Plot(label="time split")
             ui.table = gr.DataFrame(label="summary", interactive=False,  # cleared, it shows these, not 1 2 3
                                     headers=list(viz.SUMMARY_COLUMNS))
@@ -543,23 +552,15 @@ def _views(ui: SimpleNamespace) -> None:
             ui.drafters_plot = gr.Plot(label="drafters", elem_id="hsd-drafters-plot")
             ui.drafters_table = gr.DataFrame(label="one row per drafter", interactive=False)
             ui.drafters_csv = gr.File(label="every drafter and algorithm as CSV")
-        with gr.Tab("Compatibility"):
+        with gr.Tab("Pair check"):
             ui.report = gr.Markdown("Press **Check pair**.")
             with gr.Row():
                 ui.advise_btn = gr.Button("Advise: predict the best algorithm and lookahead", size="sm")
                 ui.production_btn = gr.Button("Production: vLLM and Transformers settings", size="sm")
             ui.advice = gr.Markdown(elem_id="hsd-advice")
             ui.production_md = gr.Markdown(elem_id="hsd-production")
-        with gr.Tab("Algorithms"):
-            gr.Markdown(lab.about_algorithms())
-    ui.examples = gr.Dataset(
-           components=[ui.prompt], samples=[[text] for _, _, text, *_ in EXAMPLES], type="index",
-           sample_labels=[label for label, *_ in EXAMPLES], elem_id="hsd-examples",
-           label="Examples: greedy code completion (where SLEM pays on the embedded pair), classic SD with "
-                 "a drafter that shares the target's tokenizer, sampling with the greedy drafter (where it "
-                 "does not pay) and with a drafter trained on the target's distribution (where it pays), "
-                 "SLEM sampling with shared noise (it writes AR's very text), SLRS with a byte-level "
-                 "drafter, a bad drafter (needs a GPU and a Hub token)")
+        with gr.Tab("About"):
+            gr.Markdown(lab.first_minute() + "\n\n---\n\n" + lab.about_algorithms(), elem_id="hsd-about")
 
 
 def _wire(demo: gr.Blocks, ui: SimpleNamespace) -> None:
@@ -574,11 +575,27 @@ def _wire(demo: gr.Blocks, ui: SimpleNamespace) -> None:
     _wire_pair(demo, ui, room)
     _wire_runs(ui, wired)
     ui.tabs.select(None, js=RESIZE_JS, queue=False, api_visibility="private")
+    summary = [ui.temperature, ui.lookahead, ui.max_new_tokens, ui.top_k, ui.top_p, ui.seed, ui.drafter_temperature,
+               ui.draft_threshold, ui.shared_noise, ui.record]
+    for box in summary:  # the folded settings say what is set
+        box.change(lambda *values: gr.update(label=lab.settings_summary(*values)), summary, ui.settings_box,
+                   queue=False, api_visibility="private")
+    for button in (ui.run_btn, ui.compare_btn):  # on a small screen, bring the status and the results into view
+        button.click(None, js=SHOW_RESULTS_JS, queue=False, api_visibility="private")
+    demo.load(None, js=FIRST_VISIT_JS, queue=False, api_visibility="private")
 
 
 #: a plot drawn while its tab was hidden took plotly's default width (its card had none); a window resize makes
 #: every plot fit its card again, once the newly shown tab has been laid out
 RESIZE_JS = "() => { requestAnimationFrame(() => window.dispatchEvent(new Event('resize'))); }"
+#: Run and Compare scroll the status line to the top of the window, so the output follows it on a projector
+SHOW_RESULTS_JS = ("() => { const s = document.getElementById('hsd-status');"
+                   " if (s && s.getBoundingClientRect().top > window.innerHeight / 3) s.scrollIntoView({block: 'start'}); }")
+#: the one-minute explanation starts open on a visitor's first visit and folded on later ones (this browser)
+FIRST_VISIT_JS = ("() => { let seen = null; try { seen = localStorage.getItem('hsd-visited');"
+                  " localStorage.setItem('hsd-visited', '1'); } catch (e) {}"
+                  " if (seen) { const b = document.querySelector('#hsd-intro button.label-wrap, #hsd-intro > button');"
+                  " if (b && document.querySelector('#hsd-intro .label-wrap.open, #hsd-intro button.open')) b.click(); } }")
 
 
 def _wire_pair(demo: gr.Blocks, ui: SimpleNamespace, room: tuple) -> None:
@@ -644,9 +661,11 @@ def build() -> gr.Blocks:
     with gr.Blocks(title="hsd · speculative decoding across vocabularies") as demo:
         gr.Markdown(f"# hsd · lossless speculative decoding across different vocabularies\nA small drafter "
                     "proposes, a big target verifies, and the output is exactly what the target alone would have "
-                    f"produced, even when the two models use different tokenizers. Algorithms from Timor et al., "
-                    f"ICML 2025 ([arXiv 2502.05202]({PAPER})). The embedded pair is a pair of small demo models.")
+                    f"written, even when the two models use different tokenizers (Timor et al., ICML 2025, "
+                    f"[arXiv 2502.05202]({PAPER})).", elem_id="hsd-title")
         ui = SimpleNamespace(state=gr.State(None))
+        with gr.Accordion("New here? What this page shows, in one minute", open=True, elem_id="hsd-intro"):
+            gr.Markdown(lab.first_minute())
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
                 _controls(ui)

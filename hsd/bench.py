@@ -137,7 +137,7 @@ def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, min_repe
     each = {name: {**settings, "noise": "shared" if shared and ALGORITHMS[name].shared_noise else "independent"}
             for name in names}
 
-    yield f"⏳ Warming up {', '.join(names)}…"
+    yield f"Warming up {', '.join(names)}…"
     for name in names:
         try:
             generate(pair, algorithm=name, **{**each[name], "max_new_tokens": min(warmup_tokens,
@@ -150,7 +150,7 @@ def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, min_repe
     for rep in range(max_repeats):
         order = todo[rep % len(todo):] + todo[:rep % len(todo)]
         for name in order:
-            yield f"▶️ Repeat {rep + 1} (at most {max_repeats}, {budget_s:.0f} s): {name}…"
+            yield f"Repeat {rep + 1} (at most {max_repeats}, {budget_s:.0f} s): {name}…"
             try:
                 runs[name].append(generate(pair, algorithm=name, **each[name]))
             except ResourceLimitError as exc:

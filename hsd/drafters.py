@@ -283,7 +283,7 @@ def compare_drafters(target: str | None, drafters: list[str], prompts: list[str]
     load = dict(device=device, dtype=dtype, trust_remote_code=trust_remote_code)
     out = DrafterComparison(target, algorithm, {**settings, **repeats, "predict": predict}, list(prompts))
     start = time.perf_counter()
-    yield f"⏳ Loading the target {target}…"
+    yield f"Loading the target {target}…"
     base = load_pair(target, None, **load)  # a target that does not load ends the comparison here
     out.machine = machine_info(base)
     ids = [encode_prompt(base.target, p, None)[0] for p in prompts]
@@ -293,12 +293,12 @@ def compare_drafters(target: str | None, drafters: list[str], prompts: list[str]
         entry = Entry(given, path)
         out.entries.append(entry)
         t0 = time.perf_counter()
-        yield f"⏳ Loading {label}…"
+        yield f"Loading {label}…"
         try:
             pair = load_pair(target, path, **load)
         except HsdError as exc:
             entry.error = str(exc)
-            yield f"⛔ {label}: {exc}"
+            yield f"{label} cannot be used: {exc}"
             continue
         entry.compatibility = compat = compatibility_summary(pair)
         if algorithm == "best":
@@ -342,7 +342,7 @@ def compare_drafters(target: str | None, drafters: list[str], prompts: list[str]
         chosen = entry.chosen
         if chosen is not None and chosen.speedup is not None:
             acceptance = chosen.draft_acceptance_rate
-            yield (f"✅ {label}: {chosen.algorithm} {chosen.speedup:.2f}× AR, draft_acceptance_rate "
+            yield (f"{label} measured: {chosen.algorithm} {chosen.speedup:.2f}× AR, draft_acceptance_rate "
                    f"{acceptance if acceptance is not None else float('nan'):.2f}, "
                    f"τ {chosen.mean_accepted_length:.2f}")
     out.seconds = time.perf_counter() - start

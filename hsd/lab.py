@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Iterator
 
 import hsd
-from . import catalogue, figures, forms, picture, planning, share, viz, zerogpu
+from . import catalogue, figures, forms, marks, picture, planning, share, viz, zerogpu
 from .advise import DYNAMIC_LOOKAHEAD, advise_steps, format_advice
 from .bench import run_each
 from .catalogue import GALLERY
-from .machine import device_name
+from .machine import device_words
 from .report import compatibility_report, explain, format_report
 
 log = logging.getLogger("hsd.lab")
@@ -33,20 +33,23 @@ PAIRS = GALLERY
 EMBEDDED, BYTES, SHARED, SAMPLING = list(GALLERY)[:4]  # the embedded pairs, offline
 ALGOS = list(hsd.ALGORITHMS)  # the registry's order: ar, sd, slem, tli, slrs
 NO_RUN = "<i>Run an algorithm to step through its rounds.</i>"
-STOPPED = ("⏹ **Stopped.** The output shows what was generated before the stop; a stopped run has no summary, "
-           "round view or comparison.")
-STOPPED_COMPARE = ("⏹ **Comparison stopped** before its last repeat: a comparison shows its results only when it "
-                   "finishes. The Output tab still shows the last Run.")
-BUSY = ("⏳", "▶️")  # how a status in progress begins
-COMPARING = "Compare · "  # follows the busy sign in a comparison's status, so Stop can say what it stopped
+STOPPED = (f"{marks.STOPPED} The output shows what was generated before the stop; a stopped run has no "
+           "summary, round view or comparison.")
+STOPPED_COMPARE = (f"{marks.STOPPED} **Comparison stopped** before its last repeat: a comparison shows its results "
+                   "only when it finishes. The Output tab still shows the last Run.")
+COMPARING = "Compare · "  # follows the busy badge in a comparison's status, so Stop can say what it stopped
+
+
+def busy(text) -> bool:
+    """Whether a status line says its work is still in progress."""
+    return marks.starts(text, "busy")
 
 
 def comparing(status):
     """A comparison's status in progress, marked as the comparison's (:data:`COMPARING`)."""
     text = str(status or "")
-    for sign in BUSY:
-        if text.startswith(sign) and COMPARING not in text:
-            return f"{sign} {COMPARING}{text[len(sign):].lstrip()}"
+    if busy(text) and COMPARING not in text:
+        return f"{marks.BUSY} {COMPARING}{text.lstrip()[len(marks.BUSY):].lstrip()}"
     return status
 # the app's Advise calibrates these, as its duration assumes (hsd/zerogpu.py)
 ADVISE_TOKENS, ADVISE_LOOKAHEADS, ADVISE_DRAFT_THRESHOLDS = (zerogpu.ADVISE_TOKENS, zerogpu.ADVISE_LOOKAHEADS,
@@ -55,32 +58,29 @@ COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / �
                 "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
 BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
 #: (label, preset, prompt, algorithm, temperature, lookahead, max new tokens[, drafter temperature[, draft
-#: threshold[, shared noise]]]); the label states every setting the example fills and is short enough to be
-#: shown whole. Prompts end at the end of a line: the target's BPE merges a newline with the next line's
-#: indentation, so a prompt ending in a bare newline means "unindented line or end of file" to it
-#: (docs/embedded-pair.md). The examples show a classroom that the drafter decides: on the embedded pair sampling
-#: with the greedy drafter does not pay (TLI at T=1, k=5: slower than AR, as its label says) and the drafter
-#: trained on the target's distribution (tiny-code-sampling) does; SLEM at T=0.7 with shared noise writes AR's text
-#: for the same seed (its label leaves out k=3 to fit the cell; the lookahead field shows it). Each label's claim
-#: is what `benchmarks/app_examples.py` measures against AR on the app's thread choice (hsd/threads.py). The first
-#: example (and the app's default prompt) is one whose greedy SLEM speedup is about the pair's average, not the
-#: best prompt found.
+#: threshold[, shared noise]]]); the label says what the example shows in a few words (the form, and the folded
+#: settings' summary, show every setting it fills). Prompts end at the end of a line: the target's BPE merges a
+#: newline with the next line's indentation, so a prompt ending in a bare newline means "unindented line or end of
+#: file" to it (docs/embedded-pair.md). The examples show a classroom that the drafter decides: on the embedded
+#: pair sampling with the greedy drafter does not pay (TLI at T=1, k=5: slower than AR, as its label says) and the
+#: drafter trained on the target's distribution (tiny-code-sampling) does; SLEM at T=0.7 with shared noise (k=3)
+#: writes AR's text for the same seed. Each label's claim is what `benchmarks/app_examples.py` measures against AR
+#: on the app's thread choice (hsd/threads.py). The first example (and the app's default prompt) is one whose
+#: greedy SLEM speedup is about the pair's average, not the best prompt found.
 #: A label longer than :data:`EXAMPLE_LABEL_MAX` characters is cut by Gradio 6's example cell (its Example
 #: components end a longer string with "...").
 EXAMPLE_LABEL_MAX = 60
 EXAMPLES = [
-    ("slem · T=0 · k≤12, stop < 0.5 · 96 tokens: read_lines", EMBEDDED, "import os\n\n\ndef read_lines(path):",
-     "slem", 0, 12, 96, None, 0.5),
-    ("slem · T=0 · k=5 · 96 tokens: class Stack:", EMBEDDED, "class Stack:\n    def __init__(self):", "slem", 0, 5,
-     96),
-    ("sd · same-vocabulary drafter · T=0 · k=5 · 96 tokens", SHARED, "def fibonacci(n):", "sd", 0, 5, 96),
-    ("slower than AR: tli · T=1 · k=5 · 96 tokens", EMBEDDED, "def fibonacci(n):", "tli", 1.0, 5, 96),
-    ("tli · T=1 · drafter for sampling · k=2 · 96 tokens", SAMPLING, "def fibonacci(n):", "tli", 1.0, 2, 96),
-    ("AR's text: slem · T=0.7 · shared noise · sampling drafter", SAMPLING, "class Stack:\n    def __init__(self):",
-     "slem", 0.7, 3, 96, None, 0.0, True),
-    ("slrs · byte-level drafter · T=0 · k=1 · 64 tokens", BYTES, "def fibonacci(n):", "slrs", 0, 1, 64),
-    ("bad drafter (GPU) · slem · T=0 · k=5 · 64 tokens", BAD_DRAFTER,
-     "Summarise the plot of Hamlet in three sentences.", "slem", 0, 5, 64),
+    ("SLEM, greedy: read_lines", EMBEDDED, "import os\n\n\ndef read_lines(path):", "slem", 0, 12, 96, None, 0.5),
+    ("SLEM, greedy: class Stack", EMBEDDED, "class Stack:\n    def __init__(self):", "slem", 0, 5, 96),
+    ("SD: a drafter with the target's tokenizer", SHARED, "def fibonacci(n):", "sd", 0, 5, 96),
+    ("TLI sampling, greedy drafter: slower than AR", EMBEDDED, "def fibonacci(n):", "tli", 1.0, 5, 96),
+    ("TLI sampling, a drafter trained for sampling", SAMPLING, "def fibonacci(n):", "tli", 1.0, 2, 96),
+    ("SLEM sampling, shared noise: AR's very text", SAMPLING, "class Stack:\n    def __init__(self):", "slem", 0.7, 3,
+     96, None, 0.0, True),
+    ("SLRS: a byte-level drafter", BYTES, "def fibonacci(n):", "slrs", 0, 1, 64),
+    ("A bad drafter for an 8B target (GPU)", BAD_DRAFTER, "Summarise the plot of Hamlet in three sentences.", "slem",
+     0, 5, 64),
 ]
 
 
@@ -98,9 +98,9 @@ def page_words(message: str) -> str:
 def error_text(exc: BaseException) -> str:
     """A failure as the status line shows it: hsd's own errors say what to do; anything else is logged."""
     if isinstance(exc, hsd.HsdError):
-        return f"⚠️ **{type(exc).__name__}**: {page_words(str(exc))}"
+        return f"{marks.ERROR} **{type(exc).__name__}**: {page_words(str(exc))}"
     log.exception("unexpected error in a handler")
-    return (f"⚠️ **Unexpected error** ({type(exc).__name__}): {str(exc)[:500]}. The app is still running: change "
+    return (f"{marks.ERROR} **Unexpected error** ({type(exc).__name__}): {str(exc)[:500]}. The app is still running: change "
             "the settings and try again.")
 
 
@@ -171,10 +171,10 @@ def run_steps(target, drafter, algorithm, form: forms.Form, device="auto", dtype
     picture of each verified position needs (:mod:`hsd.picture`; a little slower). A failure ends as a status
     only."""
     try:
-        yield {"status": "⏳ Checking the settings and the models…"}
+        yield {"status": f"{marks.BUSY} Checking the settings and the models…"}
         settings, text = form.read()
         drafter = drafter if algorithm != "ar" else ""  # AR needs no drafter: don't load one
-        yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
+        yield {"status": f"{marks.BUSY} Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
         hsd.check_algorithm(pair, algorithm)
         forms.check_room(pair, settings, text)
@@ -191,12 +191,12 @@ def run_steps(target, drafter, algorithm, form: forms.Form, device="auto", dtype
                     last = time.perf_counter()
                     yield {"output": viz.output_html(rounds, show_rejected=show_rejected, prompt=prompt,
                                                      special_text=special, prompt_special=spans),
-                           "status": f"▶️ {algorithm}: round {len(rounds)}, "
+                           "status": f"{marks.BUSY} {algorithm.upper()}: round {len(rounds)}, "
                                      f"{sum(len(r.emitted) for r in rounds)} tokens… (Stop keeps what is shown)"}
         state = new_state(pair, result, prompt, spans)
         state["meta"] = share.run_meta(result, prompt=prompt, pair=pair)  # what a download records
         first = viz.interesting_round(result.rounds)
-        yield {"status": "✅ " + viz.run_summary(result, device_name(pair.target.device)), "state": state,
+        yield {"status": f"{marks.OK} " + viz.run_summary(result, viz.tip(*device_words(pair.target.device))), "state": state,
                "output": output(state, show_rejected), "round": first, "rounds": len(result.rounds),
                "round_view": round_view(state, first),
                "rounds_plot": figures.rounds_figure(result.rounds, f"{algorithm}: time and tokens per round")}
@@ -209,19 +209,19 @@ def compare_steps(target, drafter, form: forms.Form, device="auto", dtype="auto"
     (:func:`hsd.bench.run_each`); then the badge, the five figures, the table and its CSV file. With shared noise
     AR and SLEM draw from one noise field (the others cannot, and draw independently)."""
     try:
-        yield {"status": "⏳ Checking the settings and the models…"}
+        yield {"status": f"{marks.BUSY} Checking the settings and the models…"}
         settings, text = form.read()
-        yield {"status": f"⏳ Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
+        yield {"status": f"{marks.BUSY} Loading (first time only)…\n{planning.plan_named(target, drafter, device, dtype)}"}
         pair = planning.load_named_pair(target, drafter, device, dtype)
         forms.check_room(pair, settings, text)
         with planning.device_lock(str(pair.target.device)):
             for progress in run_each(pair, hsd.usable_algorithms(pair), **zerogpu.compare_settings(),
                                      **settings.replace(record_distributions=0).to_dict(), **text):
                 if isinstance(progress, str):
-                    yield {"status": progress}
+                    yield {"status": f"{marks.BUSY} {progress}"}
             badge = viz.lossless_badge(progress.results, pair)  # a difference costs one target forward: on the device
         results = progress.results
-        machine = f"{device_name(pair.target.device)}, {results['ar'].settings['dtype']}"
+        machine = f"{device_words(pair.target.device)[0]}, {results['ar'].settings['dtype']}"
         table = viz.summary_table(results, progress)
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-compare.csv"
         table.to_csv(csv, index=False)
@@ -246,7 +246,7 @@ def check(target, drafter, device="auto", dtype="auto", algorithm=None) -> dict:
         usable = hsd.usable_algorithms(pair)
         choice = {"choices": usable, "algorithm": algorithm if algorithm in usable else forms.default_algorithm(usable)}
         if pair.drafter is None:
-            return {"report": f"{plan}\n\nNo drafter: only **ar** runs.", "availability": "- ✅ **ar**", **choice}
+            return {"report": f"{plan}\n\nNo drafter: only **ar** runs.", "availability": f"- {marks.YES} **ar**", **choice}
         report = compatibility_report(pair)
         return {"report": f"{plan}\n\n```text\n{format_report(report)}\n```\n\n{explain(report)}",
                 "availability": viz.availability_markdown(hsd.availability(pair), viz.cost_notes(report)), **choice}
@@ -315,7 +315,7 @@ def advise_text(target, drafter, form: forms.Form, device="auto", dtype="auto") 
                                      draft_thresholds=ADVISE_DRAFT_THRESHOLDS):
                 if isinstance(item, str):
                     lines.append(item)
-                    yield "⏳ Advise: " + "\n\n".join(lines[-3:])
+                    yield f"{marks.BUSY} Advise: " + "\n\n".join(lines[-3:])
         note = (f" (a row \"{DYNAMIC_LOOKAHEAD}, stop < θ\" is the dynamic lookahead: lookahead {DYNAMIC_LOOKAHEAD} "
                 "and draft threshold θ in the form)" if any(p["draft_threshold"] for p in item["predictions"]) else "")
         yield (f"**{item['recommendation']['text']}**\n\nCalibrated on this prompt ({ADVISE_TOKENS} new tokens) "
@@ -328,12 +328,9 @@ def advise_text(target, drafter, form: forms.Form, device="auto", dtype="auto") 
 def after_stop(status, advice, *others) -> tuple[str | None, ...]:
     """Stop: a run, comparison, advice or drafter comparison (``others``) in progress says it stopped (the new
     text); a finished one stays as it is (None)."""
-    def busy(text) -> bool:
-        return str(text or "").startswith(BUSY)
-
     stopped = (STOPPED_COMPARE if COMPARING in str(status) else STOPPED) if busy(status) else None
-    return (stopped, "⏹ Advise stopped." if busy(advice) else None,
-            *("⏹ Stopped: no comparison." if busy(text) else None for text in others))
+    return (stopped, f"{marks.STOPPED} Advise stopped." if busy(advice) else None,
+            *(f"{marks.STOPPED} No comparison: it stopped before the end." if busy(text) else None for text in others))
 
 
 def token_room(target, drafter, form: forms.Form, device="auto", dtype="auto") -> str | None:
@@ -348,6 +345,56 @@ def token_room(target, drafter, form: forms.Form, device="auto", dtype="auto") -
         return f"1..{forms.room(pair, settings, text)} for this pair and prompt"
     except Exception:  # noqa: BLE001 - the hint is optional
         return None
+
+
+def first_minute() -> str:
+    """The page in one minute, for a first visit: what happens, what the colours and the round view say, and where
+    the algorithms are explained (the About tab)."""
+    return (
+        "**What happens.** A small *drafter* model guesses the next few tokens; the big *target* model checks all "
+        "the guesses in one step and keeps the ones it would have written itself. The text is always exactly the "
+        "target's own, only written in fewer target steps. Here the two models may cut text into tokens "
+        "differently, which classic speculative decoding cannot handle.\n\n"
+        "**The colours** in the output: green text came from the drafter and was kept; orange is where the "
+        "target disagreed and wrote its own token instead; blue is the extra token a round ends with when every "
+        "guess was kept; struck-through grey is a guess the target rejected.\n\n"
+        f"{viz.legend_html()}\n\n"
+        "**A round** is one check by the target. The *Rounds* tab steps through them: the drafter's tokens on "
+        "top, the text they spell in the middle, the target's tokens of that text below, each marked kept or "
+        "rejected. Where the two rows cut the text in different places, the two vocabularies differ.\n\n"
+        "**Try it:** pick an example under the prompt, press **Run**, then **Compare** to time every algorithm "
+        "against the target alone. The *About* tab explains the algorithms (SLEM, TLI, SLRS) and why the "
+        "output never changes.")
+
+
+def settings_summary(temperature, lookahead, max_new_tokens, top_k=0, top_p=1.0, seed=0, drafter_temperature="",
+                     draft_threshold="", shared_noise=False, record=False) -> str:
+    """The folded decoding settings' label: what is set, in a few words (what is off is left out)."""
+    def num(value, default=None):
+        try:
+            return float(value) if value not in (None, "") else default
+        except (TypeError, ValueError):
+            return default
+
+    t = num(temperature, 0.0)
+    parts = ["greedy" if t == 0 else f"sampling at T {t:g}"]
+    k, n = num(lookahead), num(max_new_tokens)
+    parts += [f"lookahead {k:g}" if k is not None else "lookahead ?", f"{n:g} tokens" if n is not None else "tokens ?"]
+    if t and num(top_k, 0):
+        parts.append(f"top-k {num(top_k):g}")
+    if t and num(top_p, 1.0) < 1:
+        parts.append(f"top-p {num(top_p):g}")
+    if t:
+        parts.append(f"seed {num(seed, 0):g}")
+    if num(drafter_temperature) is not None:
+        parts.append(f"drafter T {num(drafter_temperature):g}")
+    if num(draft_threshold, 0):
+        parts.append(f"stop drafting below {num(draft_threshold):g}")
+    if shared_noise:
+        parts.append("shared noise")
+    if record:
+        parts.append("recording")
+    return "Decoding settings: " + " · ".join(parts)
 
 
 def about_algorithms() -> str:
@@ -385,10 +432,10 @@ def drafters_steps(target, drafters_text, algorithm, num_prompts, form: forms.Fo
             for item in compare_drafters(target, names, load_prompts("code", n), algorithm, device=device,
                                          dtype=dtype, **kw):
                 if isinstance(item, str):
-                    yield {"status": item}
+                    yield {"status": f"{marks.BUSY} {item}"}
         csv = Path(tempfile.mkdtemp(prefix="hsd-")) / "hsd-drafters.csv"
         drafters_table(item, all_rows=True).to_csv(csv, index=False)
-        yield {"status": f"✅ Compared {len(names)} drafter(s) for `{target}` in {item.seconds:.0f} s at "
+        yield {"status": f"{marks.OK} Compared {len(names)} drafter(s) for `{target}` in {item.seconds:.0f} s at "
                          f"{decoding_text(item.settings)}, each against AR in the same run (repeated interleaved). "
                          "Filled bars: measured; hatched: advise's prediction.",
                "table": drafters_table(item), "figure": drafters_figure(item), "csv": str(csv)}
@@ -457,8 +504,8 @@ def lossless_steps(target, drafter, algorithm, n, form: forms.Form, device="auto
                     "temperature", "top_k", "top_p", "lookahead", "seed", "drafter_temperature", "draft_threshold",
                     "noise")):
                 if isinstance(item, str):
-                    yield {"status": "⏳ " + item}
-        yield {"status": ("✅ " if item.passed else "❌ ") + lossless.describe(item),
+                    yield {"status": f"{marks.BUSY} {item}"}
+        yield {"status": f"{marks.OK if item.passed else marks.FAIL} " + lossless.describe(item),
                "figure": lossless.lossless_figure(item)}
     except Exception as exc:
         yield {"status": error_text(exc)}
@@ -489,7 +536,7 @@ def load_run(path) -> dict:
         first = viz.interesting_round(result.rounds)
         saved = meta.get("machine") or {}
         where = saved.get("device") or saved.get("cpu") or "the machine it ran on"
-        return {"status": f"📂 Loaded a saved run (no models ran): {viz.run_summary(result, str(where))}",
+        return {"status": f"{marks.SAVED} Shown from a file (no models ran): {viz.run_summary(result, str(where))}",
                 "state": state, "output": output(state, False), "round": first, "rounds": len(result.rounds),
                 "round_view": round_view(state, first),
                 "rounds_plot": figures.rounds_figure(result.rounds, f"{result.algorithm}: time and tokens per round")}

@@ -67,6 +67,16 @@ def machine_line(info: dict) -> str:
             f"OMP_WAIT_POLICY {info.get('omp_wait_policy', 'unset')}, torch {info['torch']}, transformers {info['transformers']}, python {info['python']}{load}")
 
 
+def device_words(device: torch.device) -> tuple[str, str]:
+    """A device for a status line: a few plain words (the GPU's name, or "CPU, 2 threads") and the detail behind
+    them (the threads torch uses and the OpenMP wait policy, which decides CPU timings)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device), f"CUDA device {device}"
+    n = torch.get_num_threads()
+    return (f"{device.type.upper()}, {n} thread{'s' if n != 1 else ''}",
+            f"torch intra-op threads: {n}; OpenMP wait policy: {os.environ.get('OMP_WAIT_POLICY', 'unset').lower()}")
+
+
 def device_name(device: torch.device) -> str:
     """A device in a few words: the GPU's name, or the CPU and its torch threads."""
     if device.type == "cuda":

@@ -42,6 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+from . import marks
 from .errors import HsdError
 from .zerogpu import SPACES_VERSION
 
@@ -184,8 +185,8 @@ def _produced(handler: str, result) -> tuple[bool, str]:
     status = str(first or "")
     if handler == "run":
         html = str(result[1] or "") if isinstance(result, (list, tuple)) and len(result) > 1 else ""
-        return status.startswith("✅") and bool(html.strip()), status.splitlines()[0][:80]
-    ok = bool(status.strip()) and not status.lstrip().startswith("⚠️") and "Unexpected error" not in status
+        return marks.starts(status, "ok") and bool(html.strip()), status.splitlines()[0][:80]
+    ok = bool(status.strip()) and not marks.starts(status, "error") and "Unexpected error" not in status
     return ok, status.strip().splitlines()[0][:80] if status.strip() else "(nothing)"
 
 

@@ -22,6 +22,7 @@ from .figures import (SPLIT_COLORS, acceptance_histogram_figure, bench_figures, 
                       position_acceptance_figure, predicted, rounds_figure, scale_figure, speedup_figure,
                       time_split_figure, tokens_time_figure)
 from .divergence import first_difference
+from . import marks
 from .metrics import NOISY_SPREAD, Metrics
 from .trace import Result, Round
 
@@ -160,16 +161,37 @@ def output_html(rounds: list[Round], *, show_rejected: bool = True, special_text
 
 # ----------------------------------------------------------------------------- one run
 
+#: why a run ended, in the status line's words
+STOP_WORDS = {"max_new_tokens": "reached the token limit", "eos": "the target ended the text"}
+
+
+def tip(text: str, explanation: str) -> str:
+    """``text`` with ``explanation`` as its tooltip (a dotted underline says there is one)."""
+    return f'<abbr title="{_esc(explanation)}">{text}</abbr>'
+
+
 def run_summary(result: Result, device: str = "") -> str:
-    """One Markdown line: tokens, rounds, tokens/s, τ, acceptance, why it stopped, where it ran."""
+    """One Markdown line in plain words: what was written, how many tokens each round kept, why it stopped and
+    where it ran; the terms (τ, verified and proposed positions) are in tooltips."""
     m = Metrics.of(result.metrics)
-    return (f"**{result.algorithm}**: {m.new_tokens} tokens in {m.rounds} rounds, {m.tokens_per_s or 0:.1f} "
-            f"tokens/s, τ = {m.mean_accepted_length:.2f}"
-            + (f", accepted {m.verified_acceptance_rate:.0%} of verified and {m.draft_acceptance_rate:.0%} of "
-               "proposed positions" if m.draft_acceptance_rate is not None else "")
-            + f" · stopped by {result.stop_reason} · {device}, {result.settings['dtype']}"
-            + ("" if result.algorithm == "ar" else " · one run, no baseline: **Compare** measures the speedup "
-               "against AR, repeated interleaved"))
+    rounds = f"{m.rounds} round" + ("s" if m.rounds != 1 else "")
+    text = (f"**{result.algorithm.upper()}** wrote {m.new_tokens} tokens in {rounds} "
+            f"({m.tokens_per_s or 0:.0f} tokens/s)")
+    if result.algorithm != "ar" and m.rounds:
+        text += ", " + tip(f"{m.mean_accepted_length:.1f} tokens per round",
+                           f"τ = {m.mean_accepted_length:.2f}: the mean number of tokens a round (one call of "
+                           "the target) emitted; plain decoding emits 1")
+    if m.draft_acceptance_rate is not None:
+        text += "; the target kept " + tip(
+            f"{m.draft_acceptance_rate:.0%} of the drafted tokens",
+            f"accepted / proposed positions = {m.draft_acceptance_rate:.1%} (vLLM's draft acceptance rate); "
+            f"accepted / verified positions = {m.verified_acceptance_rate:.1%} (a round stops verifying at its "
+            "first rejection)")
+    text += (f" · {STOP_WORDS.get(result.stop_reason, f'stopped by {result.stop_reason}')}"
+             f" · {device + ', ' if device else ''}{result.settings['dtype']}")
+    if result.algorithm != "ar":
+        text += " · how much faster than the target alone? **Compare** times both, in turns"
+    return text
 
 
 def interesting_round(rounds: list[Round]) -> int:
@@ -489,11 +511,11 @@ def summary_table(results: dict[str, Result], comparison=None) -> pd.DataFrame:
 
 
 def availability_markdown(why: dict[str, str | None], cost: dict[str, str] | None = None) -> str:
-    """:func:`hsd.availability` as a Markdown list: ✅ for each algorithm that runs (with its cost note, e.g.
-    SLRS's share of ⊥ proposals), ⛔ with the reason for each that does not."""
+    """:func:`hsd.availability` as a Markdown list: a "runs" badge for each algorithm that runs (with its cost note, e.g.
+    SLRS's share of ⊥ proposals), a "not available" badge with the reason for each that does not."""
     cost = cost or {}
-    return "\n".join(f"- ✅ **{name}**" + (f": {cost[name]}" if cost.get(name) else "") if reason is None
-                     else f"- ⛔ **{name}**: {reason}" for name, reason in why.items())
+    return "\n".join(f"- {marks.YES} **{name}**" + (f": {cost[name]}" if cost.get(name) else "") if reason is None
+                     else f"- {marks.NO} **{name}**: {reason}" for name, reason in why.items())
 
 
 def cost_notes(report: dict) -> dict[str, str]:
@@ -508,10 +530,10 @@ def compare_status(comparison, device: str, settings) -> str:
     """The status after a comparison: what ran where, what did not apply, how it was timed, what stopped."""
     results, failed = comparison.results, comparison.failed
     skipped = [a for a in ALGORITHMS if a not in results and a not in failed]
-    return (f"✅ Compared {', '.join(results)} on {device}, temperature {settings.temperature}, seed "
+    return (f"{marks.OK} Compared {', '.join(results)} on {device}, temperature {settings.temperature}, seed "
             f"{settings.seed}" + (f" · not applicable here: {', '.join(skipped)}" if skipped else "")
             + f"\n\n{timing_note(comparison)}"
-            + "".join(f"\n\n⚠️ {name} stopped: {msg}" for name, msg in failed.items()))
+            + "".join(f"\n\n{marks.ERROR} {name} stopped: {msg}" for name, msg in failed.items()))
 
 
 def timing_note(comparison) -> str:
@@ -525,7 +547,7 @@ def timing_note(comparison) -> str:
             f"{comparison.seconds:.0f} s), with their spread: " + ", ".join(parts) + ".")
     noisy = comparison.noisy()
     if noisy:
-        text += (f" ⚠️ **Too noisy to trust** for {', '.join(noisy)}: the timings varied by more than "
+        text += (f" {marks.badge('no', 'noisy')} **Too noisy to trust** for {', '.join(noisy)}: the timings varied by more than "
                  f"{NOISY_SPREAD:.0%} between repeats, so the machine's load, not the algorithm, decides them. "
                  "Compare again when the machine is quieter.")
     return text

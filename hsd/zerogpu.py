@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import catalogue, emulation, loading, planning
+from . import catalogue, emulation, loading, marks, planning
 from .advise import DRAFT_THRESHOLDS, DYNAMIC_LOOKAHEAD
 from .algorithms import ALGORITHMS
 from .catalogue import HUB_MODELS, preload_hub_ids
@@ -736,11 +736,11 @@ def load_steps(target, drafter, device="auto", dtype="auto"):
         names = ", ".join(f"`{m}`" for m in missing)
         hub = [m for m in missing if not Path(planning.split_revision(m)[0]).expanduser().is_dir()]
         if hub and not loading.offline():
-            yield (f"⏳ Downloading {', '.join(f'`{m}`' for m in hub)} (first time only; progress below; other "
+            yield (f"{marks.BUSY} Downloading {', '.join(f'`{m}`' for m in hub)} (first time only; progress below; other "
                    f"visitors keep running meanwhile)…\n{plan}")
             for m in hub:
                 loading.prefetch(*planning.split_revision(m))
-        yield f"⏳ Loading {names} into memory, outside the GPU queue (first time only)…\n{plan}"
+        yield f"{marks.BUSY} Loading {names} into memory, outside the GPU queue (first time only)…\n{plan}"
     yield planning.load_named_pair(target, drafter, device, dtype)
 
 

@@ -34,10 +34,12 @@ def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from gradio_client import Client
 
+    sys.path.insert(0, str(ROOT))
+    from hsd import marks
+
     demo = None
     url = args.url
     if url is None:
-        sys.path.insert(0, str(ROOT))
         import app
 
         demo = app.build()
@@ -61,7 +63,7 @@ def main() -> int:
     try:
         with ThreadPoolExecutor(args.clients) as pool:
             results = [r for rs in pool.map(worker, range(args.clients)) for r in rs]
-        errors = [(key, status) for key, status, _, _ in results if not status.startswith("✅")]
+        errors = [(key, status) for key, status, _, _ in results if not marks.starts(status, "ok")]
         latencies = sorted(t for *_, t in results)
         reference = {}
         single = Client(url, verbose=False)

@@ -38,3 +38,13 @@ def app_page(width: int = 1400, height: int = 1000):
             browser.close()
     finally:
         demo.close()
+
+
+def fill(page, elem_id: str, value) -> None:
+    """Type ``value`` into the box ``elem_id`` and leave it; a box in the folded decoding settings unfolds them."""
+    box = page.locator(f"#{elem_id} input").first
+    if not box.is_visible():
+        page.locator("#hsd-settings button.label-wrap").click()
+        box.wait_for(state="visible")
+    box.fill(str(value))
+    box.blur()

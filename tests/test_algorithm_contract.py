@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 import hsd
+from hsd import marks
 from hsd import viz
 from hsd.algorithms import sd
 from hsd.cli import main
@@ -68,9 +69,9 @@ def test_a_registered_algorithm_runs_through_the_app_and_its_pictures(model_dirs
 
     t = model_dirs["target"]
     status, html, _, view, _, state = list(app.run(t, t, "sd1", Form("def f(x):", lookahead=4, max_new_tokens=8)))[-1]
-    assert status.startswith("✅ **sd1**") and "hsd-output" in html and "q (proposal)" in view
+    assert status.startswith(f"{marks.OK} **SD1**") and "hsd-output" in html and "q (proposal)" in view
     report, availability, choices = app.check_pair(t, t, "auto", "auto", "sd1")
-    assert "✅ **sd1**" in availability and "sd1" in choices["choices"]
+    assert f"{marks.YES} **sd1**" in availability and "sd1" in choices["choices"]
     out = list(app.compare(t, t, Form("def f(x):", lookahead=4, max_new_tokens=6)))[-1]
     assert "sd1" in out[0] and "✓ sd1: identical to AR" in out[1] and "sd1" in list(out[2].data[0].x)
     assert "sd1" in list(out[7]["algorithm"])

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import pytest
 
 import app
+from hsd import marks
 from hsd.forms import FORM_FIELDS, Form
 
 SETTINGS = dict(temperature=0, top_k=0, top_p=1.0, lookahead=4, max_new_tokens=12, seed=0)
@@ -24,8 +25,8 @@ def _run(model_dirs, algorithm="slem", prompt="def fib(n):", **over):
 def test_run_streams_coloured_output_then_the_round_view(model_dirs):
     updates = _run(model_dirs, "tli")
     status, html, slider, view, plot, state = updates[-1]
-    assert status.startswith("✅ **tli**") and "tokens/s" in status
-    assert any(u[0].startswith("⏳ Loading") for u in updates)
+    assert status.startswith(f"{marks.OK} **TLI**") and "tokens/s" in status
+    assert any(u[0].startswith(f"{marks.BUSY} Loading") for u in updates)
     assert "hsd-output" in html and "hsd-legend" in html and "#22c55e" in html
     assert any(f"hsd-{label}" in html for label in ("accepted", "corrected", "bonus"))
     assert slider["maximum"] == len(state["result"].rounds) - 1
@@ -38,14 +39,14 @@ def test_run_streams_coloured_output_then_the_round_view(model_dirs):
 
 def test_ar_run_needs_no_drafter(model_dirs):
     status, *_ = list(app.run(model_dirs["target"], "", "ar", form("x = ", max_new_tokens=6)))[-1]
-    assert status.startswith("✅ **ar**")
+    assert status.startswith(f"{marks.OK} **AR**")
 
 
 def test_compare_runs_every_applicable_algorithm(model_dirs):
     out = list(app.compare(model_dirs["target"], model_dirs["drafter"], form("def f(x):")))
     status, badge, speedup, tokens_time, hist, positions, split, table, csv = out[-1]
     ran = ["ar"] + [a for a in app.ALGOS if a not in ("ar", "sd")]  # sd needs a shared vocabulary; slrs if present
-    assert status.startswith(f"✅ Compared {', '.join(ran)}") and "not applicable here: sd" in status
+    assert status.startswith(f"{marks.OK} Compared {', '.join(ran)}") and "not applicable here: sd" in status
     assert all(f"✓ {a}: identical to AR" in badge for a in ran[1:])
     assert all(isinstance(f, go.Figure) for f in (speedup, tokens_time, hist, positions, split))
     assert [t.type for t in speedup.data] == ["bar", "bar"] and list(speedup.data[0].x) == ran[1:]
@@ -58,7 +59,7 @@ def test_compare_runs_every_applicable_algorithm(model_dirs):
 def test_check_pair_reports_compatibility_and_why_sd_is_off(model_dirs):
     report, availability, choices = app.check_pair(model_dirs["target"], model_dirs["drafter"], "auto", "auto", "sd")
     assert "intersection:" in report and "round-trip" in report and "What this means" in report
-    assert "✅ **slem**" in availability and "⛔ **sd**: 'sd' needs a shared vocabulary" in availability
+    assert f"{marks.YES} **slem**" in availability and f"{marks.NO} **sd**: 'sd' needs a shared vocabulary" in availability
     assert "sd" not in choices["choices"] and "tli" in choices["choices"] and choices["value"] == "slem"
 
 
@@ -82,8 +83,8 @@ def test_bad_input_ends_in_a_readable_message(model_dirs, change, message):
     boxes = Form(**{k: v for k, v in args.items() if k in FORM_FIELDS})
     updates = list(app.run(args["target"], args["drafter"], args["algorithm"], boxes))
     status = updates[-1][0]
-    assert status.startswith("⚠️") and message in status and "Traceback" not in status
-    assert _run(model_dirs)[-1][0].startswith("✅")  # the next run works
+    assert status.startswith(marks.ERROR) and message in status and "Traceback" not in status
+    assert _run(model_dirs)[-1][0].startswith(marks.OK)  # the next run works
 
 
 def test_the_drafter_samples_at_its_own_temperature(model_dirs):
@@ -104,7 +105,7 @@ def test_the_drafter_samples_at_its_own_temperature(model_dirs):
                         drafter_temperature=0.0)
     assert result.token_ids == same.token_ids
     status = run(drafter_temperature=-0.5)[-1][0]
-    assert status.startswith("⚠️") and "drafter temperature" in status and "Loading" not in status
+    assert status.startswith(marks.ERROR) and "drafter temperature" in status and "Loading" not in status
     *_, state = run(drafter_temperature=None)[-1]  # empty box: the target's settings
     assert state["result"].settings["drafter_temperature"] is None
 
@@ -121,7 +122,7 @@ def test_a_draft_threshold_makes_the_lookahead_dynamic(model_dirs):
     *_, plain = run()[-1]
     assert plain["result"].token_ids == result.token_ids  # greedy: the same text
     status = run(draft_threshold=1.5)[-1][0]
-    assert status.startswith("⚠️") and "draft threshold" in status
+    assert status.startswith(marks.ERROR) and "draft threshold" in status
 
 
 def test_unexpected_errors_are_reported_not_raised(model_dirs, monkeypatch):
@@ -149,22 +150,22 @@ def test_launched_app_through_gradio_client(model_dirs):
                     draft_threshold=None)
         job = client.submit(**pair, algorithm="slem", prompt="def f(x):", **SETTINGS, api_name="/run")
         outputs = job.result(timeout=120) and job.outputs()
-        assert len(outputs) >= 3 and outputs[-1][0].startswith("✅ **slem**") and "hsd-output" in outputs[-1][1]
+        assert len(outputs) >= 3 and outputs[-1][0].startswith(f"{marks.OK} **SLEM**") and "hsd-output" in outputs[-1][1]
         job = client.submit(**pair, prompt="def f(x):", **{**SETTINGS, "max_new_tokens": 8}, api_name="/compare")
         job.result(timeout=120)
         final = job.outputs()[-1]
-        assert final[0].startswith("✅ Compared") and "identical to AR" in final[1]
+        assert final[0].startswith(f"{marks.OK} Compared") and "identical to AR" in final[1]
         assert final[2]["type"] == "plotly" and final[7]["headers"][0] == "algorithm"
         bad = client.predict(**{**pair, "target": "", "drafter": ""}, algorithm="slem", prompt="x", max_new_tokens=4,
                              api_name="/run")
-        assert bad[0].startswith("⚠️")
+        assert bad[0].startswith(marks.ERROR)
         long = client.submit(**pair, algorithm="slem", prompt="x", lookahead=1, max_new_tokens=400, api_name="/run")
         deadline = time.time() + 60
-        while not any(o[0].startswith("▶️") for o in long.outputs()) and time.time() < deadline:
+        while not any(o[0].startswith(marks.BUSY) for o in long.outputs()) and time.time() < deadline:
             time.sleep(0.1)
         long.cancel()  # a cancelled run releases the device: the next one completes
         after = client.predict(**pair, algorithm="tli", prompt="x", lookahead=4, max_new_tokens=4, api_name="/run")
-        assert after[0].startswith("✅ **tli**")
+        assert after[0].startswith(f"{marks.OK} **TLI**")
     finally:
         client.close()
         demo.close()
@@ -196,20 +197,20 @@ def test_every_run_clears_the_previous_runs_outputs_and_an_error_leaves_none(mod
     assert first.output == "" and first.rounds_plot is None and first.state is None
     assert first.round_view == app.NO_RUN  # nothing of an earlier run is left while this one starts
     bad = _run(model_dirs, temperature=-1)[-1]
-    assert bad.status.startswith("⚠️") and bad.output == "" and bad.rounds_plot is None and bad.state is None
+    assert bad.status.startswith(marks.ERROR) and bad.output == "" and bad.rounds_plot is None and bad.state is None
     compare_first = next(app.compare(model_dirs["target"], model_dirs["drafter"], form("x", max_new_tokens=4)))
     assert compare_first.speedup is None and compare_first.table is None and compare_first.badge == ""
 
 
 def test_stop_says_stopped_only_while_something_runs():
-    status, advice = app.stopped("▶️ slem: round 9, 24 tokens…", "⏳ Advise: calibrating slem")
-    assert status == app.STOPPED and advice.startswith("⏹")
-    assert app.stopped("✅ **slem**: 12 tokens", "**Use slem**") == (app.gr.update(), app.gr.update())
+    status, advice = app.stopped(f"{marks.BUSY} slem: round 9, 24 tokens…", f"{marks.BUSY} Advise: calibrating slem")
+    assert status == app.STOPPED and advice.startswith(marks.STOPPED)
+    assert app.stopped(f"{marks.OK} **SLEM**: 12 tokens", "**Use slem**") == (app.gr.update(), app.gr.update())
 
 
 def test_choosing_a_local_pair_checks_it_so_no_rejected_algorithm_is_offered(model_dirs):
     out = app.pair_changed(model_dirs["target"], model_dirs["drafter"], "auto", "auto", "sd")
-    assert "sd" not in out.algorithm["choices"] and "⛔ **sd**" in out.availability
+    assert "sd" not in out.algorithm["choices"] and f"{marks.NO} **sd**" in out.availability
     offered = app.pair_changed("no-such-owner/no-such-model", "", "auto", "auto", "slem")
     assert "Not checked yet" in offered.availability and offered.algorithm["choices"] == app.ALGOS
 
@@ -221,7 +222,7 @@ def test_an_example_fills_the_form_and_checks_its_pair_in_one_update():
     expected = app.EXAMPLES[index][7] if len(app.EXAMPLES[index]) > 7 else None
     assert out.drafter_temperature == ("" if expected is None else str(expected))  # none: the text box is emptied
     assert Form(drafter_temperature=out.drafter_temperature).settings().drafter_temperature == expected
-    assert "sd" not in out.algorithm["choices"] and "⛔ **sd**" in out.availability
+    assert "sd" not in out.algorithm["choices"] and f"{marks.NO} **sd**" in out.availability
     hub = app.example_chosen(len(app.EXAMPLES) - 1)  # a Hub pair not loaded: offered, not checked
     assert hub.algorithm["choices"] == app.ALGOS and "Not checked yet" in hub.availability
 
@@ -247,7 +248,7 @@ def test_example_labels_fit_gradios_example_cell_uncut():
 ])
 def test_out_of_range_values_are_refused_with_their_range_not_clamped(model_dirs, change, message):
     status = _run(model_dirs, **change)[-1][0]
-    assert status.startswith("⚠️") and message in status
+    assert status.startswith(marks.ERROR) and message in status
 
 
 def test_max_new_tokens_box_states_the_room_the_pair_leaves(model_dirs):
@@ -263,12 +264,12 @@ def advised(model_dirs):
 
 def test_advise_reports_progress_and_only_calibrated_lookaheads(advised):
     assert any("about" in s and " s at AR's pace" in s for s in advised[:-1])
-    assert any(s.startswith("⏳ Advise") and "calibrating slrs" in s for s in advised)  # SLRS is considered
+    assert any(s.startswith(f"{marks.BUSY} Advise") and "calibrating slrs" in s for s in advised)  # SLRS is considered
     assert "this k" in advised[-1] and "k=12" not in advised[-1]
 
 
 def test_advise_in_the_app_calibrates_the_dynamic_lookahead_where_a_draft_threshold_applies(advised):
-    lines = {line for s in advised[:-1] for line in s.removeprefix("⏳ Advise: ").split("\n\n")}
+    lines = {line for s in advised[:-1] for line in s.removeprefix(f"{marks.BUSY} Advise: ").split("\n\n")}
     for t in app.lab.ADVISE_DRAFT_THRESHOLDS:
         label = f"12, stop < {t:g}"
         assert any(line.startswith("calibrating slem") and line.endswith(label) for line in lines), lines
@@ -281,39 +282,39 @@ def test_advise_in_the_app_calibrates_the_dynamic_lookahead_where_a_draft_thresh
 def test_drafters_tab_measures_each_drafter_against_ar_in_one_run(model_dirs):
     out = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1,
                             form(lookahead=3, max_new_tokens=6)))
-    assert any(o.status.startswith("⏳") for o in out[:-1])
+    assert any(o.status.startswith(marks.BUSY) for o in out[:-1])
     final = out[-1]
-    assert final.status.startswith("✅ Compared 1 drafter(s)"), final.status
+    assert final.status.startswith(f"{marks.OK} Compared 1 drafter(s)"), final.status
     assert list(final.table["algorithm"]) == ["slem"] and isinstance(final.figure, go.Figure)
     assert list(pd.read_csv(final.csv)["drafter"]) == [model_dirs["drafter"]]
     bad = list(app.drafters(model_dirs["target"], "", "slem", 1, form(lookahead=3, max_new_tokens=6)))[-1]
-    assert bad.status.startswith("⚠️") and bad.table is None
+    assert bad.status.startswith(marks.ERROR) and bad.table is None
 
 
 def test_production_settings_name_both_engines(model_dirs):
     text = app.production(model_dirs["target"], model_dirs["drafter"], "tli", form(max_new_tokens=32))
     assert "vLLM" in text and "assistant_tokenizer" in text
     assert app.production(model_dirs["target"], model_dirs["drafter"], "tli",
-                          form(max_new_tokens=32, temperature=-1)).startswith("⚠️")
+                          form(max_new_tokens=32, temperature=-1)).startswith(marks.ERROR)
 
 
 def test_drafters_tab_and_production_take_the_forms_drafter_temperature_and_draft_threshold(model_dirs):
     final = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1,
                               form(lookahead=6, max_new_tokens=6, drafter_temperature=0, draft_threshold=0.5)))[-1]
-    assert final.status.startswith("✅") and "drafter temperature 0, lookahead 6, draft threshold 0.5" in final.status
+    assert final.status.startswith(marks.OK) and "drafter temperature 0, lookahead 6, draft threshold 0.5" in final.status
     bad = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1,
                             form(lookahead=6, max_new_tokens=6, draft_threshold=1.5)))[-1]
-    assert bad.status.startswith("⚠️") and "draft threshold must be in" in bad.status
+    assert bad.status.startswith(marks.ERROR) and "draft threshold must be in" in bad.status
     text = app.production(model_dirs["target"], model_dirs["drafter"], "slem",
                           form(lookahead=12, max_new_tokens=32, drafter_temperature=0, draft_threshold=0.5))
     assert "drafter temperature 0, draft threshold 0.5" in text
     assert "assistant_confidence_threshold = 0.5" in text and "vLLM has no equivalent of hsd's draft_threshold" in text
     assert app.production(model_dirs["target"], model_dirs["drafter"], "slem",
-                          form(lookahead=12, max_new_tokens=32, drafter_temperature=-1)).startswith("⚠️")
+                          form(lookahead=12, max_new_tokens=32, drafter_temperature=-1)).startswith(marks.ERROR)
 
 
 def test_stop_also_ends_a_drafter_comparison_in_progress():
-    assert app.stopped("✅ done", "", "⏳ Loading the target…")[2].startswith("⏹")
+    assert app.stopped(f"{marks.OK} done", "", f"{marks.BUSY} Loading the target…")[2].startswith(marks.STOPPED)
 
 
 def test_the_special_token_checkbox_reaches_the_run_and_the_output_marks_parsed_text():
@@ -323,7 +324,7 @@ def test_the_special_token_checkbox_reaches_the_run_and_the_output_marks_parsed_
     parsed = list(app.run(target, drafter, "slem", form(prompt, **boxes, parse_special=True), "cpu"))[-1]
     plain = list(app.run(target, drafter, "slem", form(prompt, **boxes, parse_special=False), "cpu"))[-1]
     eos = parsed.state["result"].prompt_ids.count(0)
-    assert parsed.status.startswith("✅") and plain.status.startswith("✅")
+    assert parsed.status.startswith(marks.OK) and plain.status.startswith(marks.OK)
     assert eos > plain.state["result"].prompt_ids.count(0)  # the text became <|endoftext|> (id 0) only when parsed
     assert "⚑" in parsed.output and "⚑" not in plain.output
 
@@ -335,31 +336,31 @@ def test_a_recorded_run_offers_each_verified_positions_picture_and_downloads_and
     assert figure is None and "record distributions" in text
     recorded = list(app.run(model_dirs["target"], model_dirs["drafter"], "tli",
                             form(temperature=1.0, record=True)))[-1]
-    assert recorded.status.startswith("✅"), recorded.status
+    assert recorded.status.startswith(marks.OK), recorded.status
     choices = app.picture_positions(recorded.state)["choices"]
     assert choices and choices[0].startswith("round ")
     figure, text = app.show_picture(recorded.state, choices[0])
-    assert isinstance(figure, go.Figure) and text and not text.startswith("⚠️")
-    assert app.show_picture(recorded.state, "round x")[1].startswith("⚠️")
+    assert isinstance(figure, go.Figure) and text and not text.startswith(marks.ERROR)
+    assert app.show_picture(recorded.state, "round x")[1].startswith(marks.ERROR)
     json_path, html_path = app.download(recorded.state)
     assert json_path.endswith(".json") and "<html" in open(html_path, encoding="utf-8").read().lower()
     again = app.load_saved(json_path)
-    assert again.status.startswith("📂") and app.rerender(again.state, True) == recorded.output
+    assert again.status.startswith(marks.SAVED) and app.rerender(again.state, True) == recorded.output
     assert again.round_view == recorded.round_view
     assert app.picture_positions(again.state)["choices"] == choices  # the pictures travel with the run
     bad = app.load_saved(__file__)
-    assert bad.status.startswith("⚠️") and bad.state is None
+    assert bad.status.startswith(marks.ERROR) and bad.state is None
 
 
 def test_losslessness_check_draws_both_histograms_and_passes_for_an_honest_algorithm(model_dirs):
     out = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "tli", 300,
                                   form(temperature=1.0, lookahead=3)))
     final = out[-1]
-    assert final.status.startswith("✅"), final.status
+    assert final.status.startswith(marks.OK), final.status
     assert isinstance(final.figure, go.Figure)
     ar = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "ar", 300,
                                  form(temperature=1.0, lookahead=3)))[-1]
-    assert ar.status.startswith("⚠️") and ar.figure is None
+    assert ar.status.startswith(marks.ERROR) and ar.figure is None
 
 
 def test_losslessness_check_with_the_draws_box_at_zero_uses_the_algorithms_default(model_dirs, monkeypatch):
@@ -373,7 +374,7 @@ def test_losslessness_check_with_the_draws_box_at_zero_uses_the_algorithms_defau
     assert seen == [lossless.default_n("slem")] and out.figure is not None
     bad = list(app.lossless_check(model_dirs["target"], model_dirs["drafter"], "slem", -5,
                                   form("def f(", temperature=1.0, lookahead=3)))[-1]
-    assert bad.status.startswith("⚠️") and "draws" in bad.status
+    assert bad.status.startswith(marks.ERROR) and "draws" in bad.status
 
 
 def test_shared_noise_makes_a_sampled_slem_run_write_ars_text_and_compare_shows_it(model_dirs):
@@ -385,10 +386,10 @@ def test_shared_noise_makes_a_sampled_slem_run_write_ars_text_and_compare_shows_
     assert slem["result"].settings["noise"] == "shared"
     assert slem["result"].token_ids == ar["result"].token_ids
     status = list(app.run(model_dirs["target"], model_dirs["drafter"], "tli", shared))[-1][0]
-    assert status.startswith("⚠️") and "works with ar and slem only" in status
+    assert status.startswith(marks.ERROR) and "works with ar and slem only" in status
     out = list(app.compare(model_dirs["target"], model_dirs["drafter"], shared))
     status, badge, *_ = out[-1]
-    assert status.startswith("✅ Compared"), status
+    assert status.startswith(f"{marks.OK} Compared"), status
     assert "Lossless with shared noise" in badge and "✓ slem: identical to AR" in badge
     assert "tli" in badge and "sampled with independent noise" in badge
 
@@ -421,11 +422,11 @@ def test_an_event_hands_the_handler_the_form_as_one_value_and_names_every_api_pa
 
 
 def test_stop_during_a_comparison_says_the_comparison_stopped_not_the_run():
-    busy = app._compare_out(status="▶️ Repeat 1 (at most 5, 45 s): slem…").status
-    assert busy.startswith("▶️ Compare · Repeat 1")
+    busy = app._compare_out(status=f"{marks.BUSY} Repeat 1 (at most 5, 45 s): slem…").status
+    assert busy.startswith(f"{marks.BUSY} Compare · Repeat 1")
     status, _ = app.stopped(busy, None)
     assert status == app.lab.STOPPED_COMPARE and "The Output tab still shows the last Run" in status
-    assert app.stopped("▶️ slem: round 9, 24 tokens…", None)[0] == app.STOPPED  # a run: its output stays
+    assert app.stopped(f"{marks.BUSY} slem: round 9, 24 tokens…", None)[0] == app.STOPPED  # a run: its output stays
 
 
 def test_a_cleared_summary_table_shows_the_summarys_columns(model_dirs):

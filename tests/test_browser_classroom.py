@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser import app_page
+from browser import app_page, fill
 
 pytestmark = pytest.mark.slow
 
@@ -32,9 +32,7 @@ def test_a_fresh_page_leaves_the_drafters_temperature_and_threshold_empty(page):
 
 
 def test_compare_plots_fit_their_cards_when_the_results_arrived_on_a_hidden_tab(page):
-    box = page.locator("#hsd-max-new-tokens input")
-    box.fill("16")
-    box.blur()
+    fill(page, "hsd-max-new-tokens", 16)
     page.get_by_role("tab", name="Compare").click()  # its plots exist now (a tab never opened is drawn on opening)
     page.wait_for_timeout(500)
     page.get_by_role("tab", name="Output").click()
@@ -70,9 +68,7 @@ def test_stop_during_compare_says_the_comparison_stopped_on_either_tab(page, tab
 @pytest.mark.parametrize("delay_s", [1, 3, 6, 10])
 def test_a_stop_anywhere_in_a_comparison_leaves_no_error_box_and_says_it_stopped(page, delay_s):
     """Gradio's own cancellation marked all of Compare's outputs failed when it landed late (a stop 6 s in)."""
-    box = page.locator("#hsd-max-new-tokens input")
-    box.fill("96")  # long enough to still be running after 10 s
-    box.blur()
+    fill(page, "hsd-max-new-tokens", 96)  # long enough to still be running after 10 s
     page.get_by_role("tab", name="Compare").click()
     page.get_by_role("tab", name="Output").click()
     page.get_by_role("button", name="Compare all algorithms").click()

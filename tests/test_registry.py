@@ -8,6 +8,7 @@ import ast
 import pytest
 
 import hsd
+from hsd import marks
 from hsd import figures, viz, zerogpu
 from hsd.advise import advise, format_advice
 from hsd.algorithms import tli
@@ -117,7 +118,7 @@ def test_the_compatibility_report_lists_a_new_algorithm_without_a_cost_note(pair
     assert "  toy   ok" in format_report(report) and explain(report)
     notes = viz.cost_notes(report)
     assert set(notes) == {"slrs"}
-    assert "- ✅ **toy**" in viz.availability_markdown(hsd.availability(pair), notes)
+    assert f"- {marks.YES} **toy**" in viz.availability_markdown(hsd.availability(pair), notes)
 
 
 def test_shared_noise_is_refused_for_a_new_algorithm_by_default(toy):

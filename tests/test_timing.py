@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from hsd import marks
 from hsd.metrics import NOISY_SPREAD, spread
 
 
@@ -40,7 +41,7 @@ def test_compare_repeats_interleaved_and_reports_median_and_spread(model_dirs):
     from hsd.forms import Form
 
     out = list(app.compare(model_dirs["target"], model_dirs["drafter"], Form("def f(x):", lookahead=3, max_new_tokens=8)))
-    assert any(u[0].startswith("▶️ Compare · Repeat 2") for u in out)  # interleaved: more than one repeat
+    assert any(u[0].startswith(f"{marks.BUSY} Compare · Repeat 2") for u in out)  # interleaved: more than one repeat
     status, _, speedup, *_, table, _ = out[-1]
     assert "median of" in status and "interleaved repeats" in status
     assert "interleaved repeats" in speedup.layout.title.text or "too noisy" in speedup.layout.title.text

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from hsd import marks
 from hsd import turns
 from hsd.turns import Turns
 
@@ -93,13 +94,13 @@ def test_the_app_loads_outside_the_line_and_shows_the_place_while_waiting(monkey
         if "waiting for the device" in statuses[-1]:
             break
     assert any("Checking" in s or "Loading" in s for s in statuses[:-1])  # loaded before queueing for the device
-    assert statuses[-1].startswith("⏳ Your models are loaded; waiting for the device: 1 request is ahead of yours")
+    assert statuses[-1].startswith(f"{marks.BUSY} Your models are loaded; waiting for the device: 1 request is ahead of yours")
     out.close()  # Stop
     assert app.TURNS.waiting() == 0
     holder.__exit__(None, None, None)
     final = list(app.run("assets/tiny-code/target", "assets/tiny-code/drafter", "slem",
                          forms.Form(prompt="def f(x):", max_new_tokens=4), "auto", "auto", True))[-1]
-    assert str(final.status).startswith("✅")
+    assert str(final.status).startswith(marks.OK)
 
 
 def test_a_hub_download_happens_before_and_outside_the_load_lock(monkeypatch):
@@ -116,5 +117,5 @@ def test_a_hub_download_happens_before_and_outside_the_load_lock(monkeypatch):
     monkeypatch.setattr(planning, "load_named_pair", lambda *a, **k: "pair")
     steps = list(zerogpu.load_steps("someone/big@v2", "", "cpu", "float32"))
     assert seen == [("someone/big", "v2", False, False)]
-    assert steps[0].startswith("⏳ Downloading `someone/big@v2` (first time only; progress below")
-    assert steps[1].startswith("⏳ Loading `someone/big@v2` into memory") and steps[-1] == "pair"
+    assert steps[0].startswith(f"{marks.BUSY} Downloading `someone/big@v2` (first time only; progress below")
+    assert steps[1].startswith(f"{marks.BUSY} Loading `someone/big@v2` into memory") and steps[-1] == "pair"

@@ -16,6 +16,7 @@ import pytest
 from huggingface_hub import SpaceCard
 
 import hsd
+from hsd import marks
 from hsd import catalogue, cli, loading, planning, zerogpu
 from hsd.forms import Form
 
@@ -288,7 +289,7 @@ def test_a_typed_model_is_loaded_in_the_main_process_and_only_generation_runs_on
     target, drafter = model_dirs["target"], model_dirs["drafter"]
     assert zerogpu.missing_models(target, drafter) == [target, drafter]
     steps = list(zerogpu.load_steps(target, drafter))
-    assert steps[0].startswith("⏳ Loading") and "outside the GPU queue" in steps[0]
+    assert steps[0].startswith(f"{marks.BUSY} Loading") and "outside the GPU queue" in steps[0]
     assert "- the next GPU call copies these ≈0.0 GB onto its GPU (≈0 s, within the GPU time it asks for" in steps[0]
     assert isinstance(steps[-1], hsd.Pair) and zerogpu.pair_loaded(target, drafter)
     assert [name for name, in_gpu in loads if not in_gpu] == [target, drafter] and len(loads) == 2
@@ -475,12 +476,12 @@ def test_the_app_loads_outside_its_gpu_functions_and_reports_a_quota_error(space
         assert preloaded, "the presets load at start-up on ZeroGPU"
         target, drafter = catalogue.GALLERY[EMBEDDED]
         out = list(app.run(target, drafter, "slem", Form("def f(x):", lookahead=3, max_new_tokens=8), "cpu"))
-        assert out[-1].status.startswith("✅"), out[-1].status
+        assert out[-1].status.startswith(marks.OK), out[-1].status
         assert loads and not any(inside for _, inside in loads)  # every load before the GPU part
         assert spaces.calls[-1][0] == "_run_on_device" and 0 < spaces.calls[-1][1] <= zerogpu.RUN_CAP_S
         spaces.fail.append(gr.Error(QUOTA, title="ZeroGPU quota exceeded", print_exception=False))
         refused = list(app.run(target, drafter, "slem", Form("def f(x):", lookahead=3, max_new_tokens=8), "cpu"))
-        assert refused[-1].status.startswith("⚠️ **ZeroGPU**") and "quota" in refused[-1].status.lower()
+        assert refused[-1].status.startswith(f"{marks.ERROR} **ZeroGPU**") and "quota" in refused[-1].status.lower()
         bad = list(app.run(target, drafter, "slem", Form("def f(x):", temperature=-1, lookahead=3, max_new_tokens=8),
                            "cpu"))
         assert "temperature" in bad[-1].status  # refused before the GPU part: no third call was scheduled
