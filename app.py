@@ -32,6 +32,11 @@ CSS = """
 #hsd-title h1 { font-size: 1.55em; margin: 0 0 0.2em 0; }
 #hsd-title p { margin: 0; }
 #hsd-tabs button[role="tab"] { padding-left: 0.55em; padding-right: 0.55em; }
+#hsd-production h2, #hsd-advice h2 { font-size: 1.25em; } #hsd-production h3 { font-size: 1.1em; }
+#hsd-report pre, #hsd-production pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+#hsd-round { overflow-x: auto; scrollbar-width: auto; scrollbar-color: #9ca3af #f3f4f6; }
+#hsd-round ::-webkit-scrollbar, #hsd-round::-webkit-scrollbar { height: 12px; }
+#hsd-round ::-webkit-scrollbar-thumb, #hsd-round::-webkit-scrollbar-thumb { background: #9ca3af; border-radius: 6px; }
 """ + marks.CSS
 get_pair = planning.load_named_pair
 hsd.threads.choose("auto")  # each run on the intra-op threads that suit its pair's size (hsd/threads.py)
@@ -343,6 +348,12 @@ def preset_changed(label):
     return (*PAIRS.get(label, ("", "")), lab.pair_note(label))
 
 
+def pair_moved(state):
+    """The status once the pair changed under a run still on screen: which run the output is from."""
+    text = lab.output_is_from(state)
+    return gr.update() if text is None else text
+
+
 def token_room(target, drafter, form: forms.Form, device="auto", dtype="auto"):
     """The max-new-tokens box's range for this pair and prompt (the target's context minus the prompt)."""
     info = lab.token_room(target, drafter, form, device, dtype)
@@ -553,7 +564,7 @@ def _views(ui: SimpleNamespace) -> None:
             ui.drafters_table = gr.DataFrame(label="one row per drafter", interactive=False)
             ui.drafters_csv = gr.File(label="every drafter and algorithm as CSV")
         with gr.Tab("Pair check"):
-            ui.report = gr.Markdown("Press **Check pair**.")
+            ui.report = gr.Markdown("Press **Check pair**.", elem_id="hsd-report")
             with gr.Row():
                 ui.advise_btn = gr.Button("Advise: predict the best algorithm and lookahead", size="sm")
                 ui.production_btn = gr.Button("Production: vLLM and Transformers settings", size="sm")
@@ -612,6 +623,8 @@ def _wire_pair(demo: gr.Blocks, ui: SimpleNamespace, room: tuple) -> None:
     ui.examples.click(example_chosen, [ui.examples, ui.device, ui.dtype], filled, **private).then(
         lab.pair_note, ui.preset, ui.preset_note, queue=False, **private).then(
         *room, ui.max_new_tokens, **private)
+    for box in (ui.preset, ui.target, ui.drafter):  # a run still on screen says which pair it came from
+        box.input(pair_moved, ui.state, ui.status, queue=False, **private)
     for box in (ui.target, ui.drafter):  # a new pair: every algorithm is offered until Check pair narrows them
         box.input(lambda: (gr.update(choices=ALGOS), "Pair changed: press **Check pair** to see which "
                            "algorithms apply."), None, [ui.algorithm, ui.availability], queue=False, **private)

@@ -340,11 +340,15 @@ def compare_drafters(target: str | None, drafters: list[str], prompts: list[str]
             entry.rows = rows
         entry.seconds = time.perf_counter() - t0
         chosen = entry.chosen
+        left = len(paths) - n - 1
+        # the time left, from the drafters measured so far (a drafter that did not load took no time to speak of)
+        spent = [e.seconds for e in out.entries if e.seconds]
+        eta = f"; about {statistics.mean(spent) * left:.0f} s left for {left} more" if left and spent else ""
         if chosen is not None and chosen.speedup is not None:
             acceptance = chosen.draft_acceptance_rate
-            yield (f"{label} measured: {chosen.algorithm} {chosen.speedup:.2f}× AR, draft_acceptance_rate "
-                   f"{acceptance if acceptance is not None else float('nan'):.2f}, "
-                   f"τ {chosen.mean_accepted_length:.2f}")
+            yield (f"{label} measured in {entry.seconds:.0f} s: {chosen.algorithm} {chosen.speedup:.2f}× AR, "
+                   f"draft_acceptance_rate {acceptance if acceptance is not None else float('nan'):.2f}, "
+                   f"τ {chosen.mean_accepted_length:.2f}{eta}")
     out.seconds = time.perf_counter() - start
     yield out
 

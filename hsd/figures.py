@@ -9,6 +9,7 @@ Bars that are a model's number rather than a measurement are hatched.
 from __future__ import annotations
 
 import html
+import math
 
 import plotly.graph_objects as go
 
@@ -163,16 +164,31 @@ def time_split_figure(results: dict[str, Result]) -> go.Figure:
     return _layout(fig, "Time per round", "algorithm", "ms per round")
 
 
-def rounds_figure(rounds: list[Round], title: str = "Rounds") -> go.Figure:
-    """One run: time split of every round (stacked bars) and tokens emitted per round (line, right axis)."""
+#: a run's rounds plot shows at most this many bars; a longer run is averaged over groups of consecutive rounds
+MAX_ROUND_BARS = 80
+
+
+def rounds_figure(rounds: list[Round], title: str = "Rounds", max_bars: int = MAX_ROUND_BARS) -> go.Figure:
+    """One run: time split of every round (stacked bars) and tokens emitted per round (line, right axis). A run of
+    more than ``max_bars`` rounds is shown as means over groups of consecutive rounds (the subtitle says how many),
+    since hundreds of one-pixel bars show nothing."""
+    size = max(1, math.ceil(len(rounds) / max(1, max_bars)))
+    groups = [rounds[i:i + size] for i in range(0, len(rounds), size)]
+    xs = [(g[0].index + g[-1].index) / 2 for g in groups]
+    hover = [f"round {g[0].index}" if len(g) == 1 else f"rounds {g[0].index}–{g[-1].index}" for g in groups]
     fig = go.Figure()
-    xs = [r.index for r in rounds]
     for key, color in SPLIT_COLORS.items():
-        fig.add_bar(x=xs, y=[1000 * getattr(r, "t_" + key) for r in rounds], name=key, marker_color=color)
-    fig.add_scatter(x=xs, y=[len(r.emitted) for r in rounds], name="tokens emitted", yaxis="y2", mode="lines+markers",
-                    line=dict(color="#111827", width=2))
+        fig.add_bar(x=xs, y=[1000 * sum(getattr(r, "t_" + key) for r in g) / len(g) for g in groups], name=key,
+                    marker_color=color, hovertext=hover, width=size * 0.8)
+    fig.add_scatter(x=xs, y=[sum(len(r.emitted) for r in g) / len(g) for g in groups], name="tokens emitted",
+                    yaxis="y2", mode="lines+markers", line=dict(color="#111827", width=2), hovertext=hover)
     fig.update_layout(barmode="stack", yaxis2=dict(title="tokens", overlaying="y", side="right", rangemode="tozero"))
-    return _layout(fig, title, "round", "ms")
+    if size > 1:
+        title += f"<br><sup>{len(rounds)} rounds: each bar the mean of {size} consecutive rounds</sup>"
+    fig = _layout(fig, title, "round", "ms" if size == 1 else "ms per round")
+    if size > 1:
+        fig.update_layout(margin=dict(t=80))
+    return fig
 
 
 # ----------------------------------------------------------------------------- benchmark figures

@@ -367,9 +367,9 @@ def first_minute() -> str:
         "output never changes.")
 
 
-def settings_summary(temperature, lookahead, max_new_tokens, top_k=0, top_p=1.0, seed=0, drafter_temperature="",
-                     draft_threshold="", shared_noise=False, record=False) -> str:
-    """The folded decoding settings' label: what is set, in a few words (what is off is left out)."""
+def settings_words(temperature, lookahead, max_new_tokens, top_k=0, top_p=1.0, seed=0, drafter_temperature="",
+                   draft_threshold="", shared_noise=False, record=False) -> str:
+    """Decoding settings in a few words ("greedy · lookahead 5 · 96 tokens"); what is off is left out."""
     def num(value, default=None):
         try:
             return float(value) if value not in (None, "") else default
@@ -394,7 +394,30 @@ def settings_summary(temperature, lookahead, max_new_tokens, top_k=0, top_p=1.0,
         parts.append("shared noise")
     if record:
         parts.append("recording")
-    return "Decoding settings: " + " · ".join(parts)
+    return " · ".join(parts)
+
+
+def settings_summary(*form_values) -> str:
+    """The folded decoding settings' label: what is set (:func:`settings_words` of the form's boxes)."""
+    return "Decoding settings: " + settings_words(*form_values)
+
+
+def run_words(result: hsd.Result) -> str:
+    """A finished run's algorithm, pair and settings in a few words, as the form would show them."""
+    s = result.settings
+    pair = f"{s.get('target') or '?'} ← {s.get('drafter') or 'no drafter'}"
+    return (f"{result.algorithm.upper()} on {pair}, " + settings_words(
+        s.get("temperature", 0), s.get("lookahead"), s.get("max_new_tokens"), s.get("top_k", 0), s.get("top_p", 1.0),
+        s.get("seed", 0), s.get("drafter_temperature"), s.get("draft_threshold"), s.get("noise") == "shared"))
+
+
+def output_is_from(state: dict | None) -> str | None:
+    """The status after the pair changed under a run still on screen: which run the output is from; None without
+    one."""
+    if not state or "result" not in state:
+        return None
+    return (f"The output below is from the last run ({run_words(state['result'])}). Press **Run** for the pair "
+            "chosen now.")
 
 
 def about_algorithms() -> str:
@@ -428,6 +451,8 @@ def drafters_steps(target, drafters_text, algorithm, num_prompts, form: forms.Fo
         # each name as the app's loader takes it (a public app's allow-list applies: hsd/planning.py)
         names = [planning.resolve_name(name) for name in drafter_lines(drafters_text)]
         target = planning.resolve_name(target)
+        yield {"status": f"{marks.BUSY} Comparing {len(names)} drafter(s) on {n} prompt(s), one after another: "
+                         "each is calibrated, then measured against AR; the time left shows once the first is done."}
         with planning.device_lock(str(hsd.loading.resolve_device(device))):
             for item in compare_drafters(target, names, load_prompts("code", n), algorithm, device=device,
                                          dtype=dtype, **kw):
@@ -536,7 +561,9 @@ def load_run(path) -> dict:
         first = viz.interesting_round(result.rounds)
         saved = meta.get("machine") or {}
         where = saved.get("device") or saved.get("cpu") or "the machine it ran on"
-        return {"status": f"{marks.SAVED} Shown from a file (no models ran): {viz.run_summary(result, str(where))}",
+        return {"status": f"{marks.SAVED} Shown from a file (no models ran): {viz.run_summary(result, str(where))}"
+                          f"\n\nThat run: {run_words(result)}. The form keeps its own settings, and **Run** uses "
+                          "them, not these.",
                 "state": state, "output": output(state, False), "round": first, "rounds": len(result.rounds),
                 "round_view": round_view(state, first),
                 "rounds_plot": figures.rounds_figure(result.rounds, f"{result.algorithm}: time and tokens per round")}

@@ -81,5 +81,6 @@ def device_name(device: torch.device) -> str:
     """A device in a few words: the GPU's name, or the CPU and its torch threads."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return (f"{device.type.upper()} ({torch.get_num_threads()} threads, OpenMP wait policy "
+    n = torch.get_num_threads()
+    return (f"{device.type.upper()} ({n} thread{'s' if n != 1 else ''}, OpenMP wait policy "
             f"{os.environ.get('OMP_WAIT_POLICY', 'unset').lower()})")

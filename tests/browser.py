@@ -40,11 +40,19 @@ def app_page(width: int = 1400, height: int = 1000):
         demo.close()
 
 
+def unfold_settings(page) -> None:
+    """Open the decoding settings (they start folded; Gradio draws an accordion's boxes when it first opens)."""
+    button = page.locator("#hsd-settings button.label-wrap")
+    if "open" not in (button.get_attribute("class") or "").split():
+        button.click()
+    page.wait_for_selector("#hsd-temperature input", state="visible")
+
+
 def fill(page, elem_id: str, value) -> None:
     """Type ``value`` into the box ``elem_id`` and leave it; a box in the folded decoding settings unfolds them."""
     box = page.locator(f"#{elem_id} input").first
     if not box.is_visible():
-        page.locator("#hsd-settings button.label-wrap").click()
+        unfold_settings(page)
         box.wait_for(state="visible")
     box.fill(str(value))
     box.blur()

@@ -280,13 +280,17 @@ def test_advise_in_the_app_calibrates_the_dynamic_lookahead_where_a_draft_thresh
 
 
 def test_drafters_tab_measures_each_drafter_against_ar_in_one_run(model_dirs):
-    out = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n", "slem", 1,
+    out = list(app.drafters(model_dirs["target"], f"{model_dirs['drafter']}\n{model_dirs['target']}", "slem", 1,
                             form(lookahead=3, max_new_tokens=6)))
-    assert any(o.status.startswith(marks.BUSY) for o in out[:-1])
+    busy = [o.status for o in out[:-1]]
+    assert any(s.startswith(f"{marks.BUSY} Comparing 2 drafter(s) on 1 prompt(s)") for s in busy)  # what is ahead
+    measured = [s for s in busy if " measured in " in s]  # an intermediate line is busy, never "done"
+    assert len(measured) == 2 and all(s.startswith(marks.BUSY) for s in measured)
+    assert "s left for 1 more" in measured[0] and "left" not in measured[1]  # the time left, from the first
     final = out[-1]
-    assert final.status.startswith(f"{marks.OK} Compared 1 drafter(s)"), final.status
-    assert list(final.table["algorithm"]) == ["slem"] and isinstance(final.figure, go.Figure)
-    assert list(pd.read_csv(final.csv)["drafter"]) == [model_dirs["drafter"]]
+    assert final.status.startswith(f"{marks.OK} Compared 2 drafter(s)"), final.status
+    assert list(final.table["algorithm"]) == ["slem", "slem"] and isinstance(final.figure, go.Figure)
+    assert list(pd.read_csv(final.csv)["drafter"]) == [model_dirs["drafter"], model_dirs["target"]]
     bad = list(app.drafters(model_dirs["target"], "", "slem", 1, form(lookahead=3, max_new_tokens=6)))[-1]
     assert bad.status.startswith(marks.ERROR) and bad.table is None
 
@@ -346,6 +350,12 @@ def test_a_recorded_run_offers_each_verified_positions_picture_and_downloads_and
     assert json_path.endswith(".json") and "<html" in open(html_path, encoding="utf-8").read().lower()
     again = app.load_saved(json_path)
     assert again.status.startswith(marks.SAVED) and app.rerender(again.state, True) == recorded.output
+    # the form keeps its settings beside the saved run's: the status says what that run was made with
+    assert "That run: TLI on " in again.status and "sampling at T 1" in again.status
+    assert "The form keeps its own settings" in again.status
+    moved = app.pair_moved(again.state)  # a new pair chosen (Custom, a preset, a typed id) with a run on screen
+    assert moved.startswith("The output below is from the last run (TLI on ") and "Press **Run**" in moved
+    assert app.pair_moved(None) == app.gr.update()
     assert again.round_view == recorded.round_view
     assert app.picture_positions(again.state)["choices"] == choices  # the pictures travel with the run
     bad = app.load_saved(__file__)

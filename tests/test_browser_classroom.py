@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser import app_page, fill
+from browser import app_page, fill, unfold_settings
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def page():
     with app_page() as pg:
-        pg.wait_for_selector("#hsd-drafter-temperature", state="attached")
+        pg.wait_for_selector("#hsd-availability .hsd-mark")  # the page's own pair check has answered
         yield pg
 
 
@@ -27,6 +27,7 @@ def _value(page, elem_id: str) -> str:
 
 
 def test_a_fresh_page_leaves_the_drafters_temperature_and_threshold_empty(page):
+    unfold_settings(page)
     assert _value(page, "hsd-drafter-temperature") == ""  # empty: the drafter samples at the target's temperature
     assert _value(page, "hsd-draft-threshold") == ""
 

@@ -3,7 +3,7 @@
 import plotly.graph_objects as go
 import pytest
 
-from hsd import viz
+from hsd import figures, viz
 from hsd.trace import Emitted, Position, Result, Round, Span
 
 
@@ -104,6 +104,27 @@ def test_compare_figures_have_one_trace_per_run():
     assert [t.name for t in viz.position_acceptance_figure(results).data] == ["slem", "tli"]
     assert [t.name for t in viz.time_split_figure(results).data] == ["draft", "convert", "verify", "other"]
     assert len(viz.rounds_figure(results["slem"].rounds).data) == 5
+
+
+def test_a_long_runs_rounds_plot_averages_groups_of_rounds_and_says_so():
+    long = _result("slem", list(range(679)))
+    fig = viz.rounds_figure(long.rounds, "slem")
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert all(len(t.x) <= figures.MAX_ROUND_BARS for t in fig.data)
+    assert len(bars[0].x) == 679 // 9 + 1 and "each bar the mean of 9 consecutive rounds" in fig.layout.title.text
+    assert bars[0].hovertext[0] == "rounds 0–8" and list(bars[0].y[:1]) == pytest.approx([1.0])  # t_draft: 1 ms
+    short = viz.rounds_figure(long.rounds[:50], "slem")
+    assert len(short.data[0].x) == 50 and "<sup>" not in short.layout.title.text
+
+
+def test_the_status_line_speaks_plain_words_and_keeps_the_terms_in_tooltips():
+    result = _result("slem", [1, 2, 3], tps=120.0, acceptance=0.5)
+    result.metrics.update(mean_accepted_length=2.5, draft_acceptance_rate=0.5, verified_acceptance_rate=0.75)
+    line = viz.run_summary(result, viz.tip("CPU, 1 thread", "torch intra-op threads: 1"))
+    visible = __import__("re").sub(r'title="[^"]*"', "", line)
+    assert "**SLEM** wrote 3 tokens in 3 rounds (120 tokens/s)" in line and "the target ended the text" in line
+    assert "2.5 tokens per round" in line and "50% of the drafted tokens" in line
+    assert "τ" not in visible and "OpenMP" not in visible and "τ = 2.50" in line  # the term: in the tooltip
 
 
 def test_summary_table_and_lossless_badge():
