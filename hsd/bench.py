@@ -108,6 +108,9 @@ class Comparison:
     speedup: dict = field(default_factory=dict)
     predicted: dict = field(default_factory=dict)
     seconds: float = 0.0
+    #: on a CPU, the CPU time this process had during the repeats per second of wall time (None on a GPU): a
+    #: decoding loop computes all the time, so well under one core means other programs took the CPU
+    cpu_share: float | None = None
 
     @property
     def repeats(self) -> int:
@@ -119,6 +122,16 @@ class Comparison:
     def noisy(self) -> list[str]:
         """The algorithms whose measured speedup varied too much across repeats to be trusted."""
         return [n for n in self.speedup if (s := self.spread(n)) is None or s.noisy]
+
+    @property
+    def busy(self) -> bool:
+        """Whether other programs took enough of the CPU during the repeats to bend the timings
+        (:data:`BUSY_CPU_SHARE`), however steady the repeats look."""
+        return self.cpu_share is not None and self.cpu_share < BUSY_CPU_SHARE
+
+
+#: a CPU comparison whose process had less than this share of one core while it ran counts as run on a busy machine
+BUSY_CPU_SHARE = 0.75
 
 
 def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, min_repeats: int = 3, max_repeats: int = 9,
@@ -146,7 +159,7 @@ def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, min_repe
             out.failed[name] = str(exc)
     todo = [n for n in names if n not in out.failed]
     runs: dict[str, list] = {n: [] for n in todo}
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for rep in range(max_repeats):
         order = todo[rep % len(todo):] + todo[:rep % len(todo)]
         for name in order:
@@ -163,6 +176,8 @@ def run_each(pair: Pair, algorithms: list[str], warmup_tokens: int = 8, min_repe
         if done or time.perf_counter() - start > budget_s and rep + 1 >= min_repeats:
             break
     out.seconds = time.perf_counter() - start
+    if pair.target.device.type == "cpu" and out.seconds > 0:
+        out.cpu_share = (time.process_time() - cpu_start) / out.seconds
     for name, reps in runs.items():
         tps = [Metrics.of(r.metrics).tokens_per_s or 0.0 for r in reps]
         out.results[name] = reps[sorted(range(len(reps)), key=tps.__getitem__)[(len(reps) - 1) // 2]]

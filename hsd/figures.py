@@ -91,6 +91,9 @@ def speedup_figure(results: dict[str, Result], device: str = "", comparison=None
             title = ("Speedup over AR: too noisy to trust<br><sup>"
                      + (f"{names[spreads.index(worst)]}: {worst.low:.2f}×–{worst.high:.2f}× " if worst else "")
                      + f"over {comparison.repeats} repeats</sup>")
+        if getattr(comparison, "busy", False):
+            title = ("Speedup over AR: the machine was busy<br><sup>this comparison had the CPU "
+                     f"{comparison.cpu_share:.0%} of the time</sup>")
     else:
         ar_tps = Metrics.of(ar.metrics).tokens_per_s
         measured = [(Metrics.of(results[n].metrics).tokens_per_s or 0) / ar_tps for n in names]

@@ -547,9 +547,13 @@ def timing_note(comparison) -> str:
             f"{comparison.seconds:.0f} s), with their spread: " + ", ".join(parts) + ".")
     noisy = comparison.noisy()
     if noisy:
-        text += (f" {marks.badge('no', 'noisy')} **Too noisy to trust** for {', '.join(noisy)}: the timings varied by more than "
-                 f"{NOISY_SPREAD:.0%} between repeats, so the machine's load, not the algorithm, decides them. "
-                 "Compare again when the machine is quieter.")
+        text += (f" {marks.badge('no', 'noisy')} **Too noisy to trust** for {', '.join(noisy)}: the timings varied "
+                 f"by more than {NOISY_SPREAD:.0%} between repeats, so the machine's load, not the algorithm, decides "
+                 "them. Compare again when the machine is quieter.")
+    if getattr(comparison, "busy", False):
+        text += (f" {marks.badge('no', 'busy machine')} **The machine was busy**: this comparison had the CPU "
+                 f"{comparison.cpu_share:.0%} of the time it ran (other programs took the rest), so every figure here "
+                 "may be off, however steady the repeats look. Compare again when the machine is quieter.")
     return text
 
 

@@ -136,8 +136,11 @@ def test_walk_the_app_and_stay_coherent(page, shots):
     status = _wait_done(page)
     assert status.startswith("done Compared") and "interleaved repeats" in status
     title = _plot_title(page, "hsd-speedup", wait=True)
-    assert "median of" in title or "too noisy" in title
-    assert ("too noisy" in title) == ("Too noisy" in status)
+    assert "median of" in title or "too noisy" in title or "machine was busy" in title
+    if "machine was busy" in title:  # the load, then the spread: the plot names the first reason, the status both
+        assert "The machine was busy" in status
+    else:
+        assert ("too noisy" in title) == ("Too noisy" in status)
     page.screenshot(path=str(shots / "06-compare.png"), full_page=True)
 
     page.get_by_role("button", name="Check pair").click()

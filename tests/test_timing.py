@@ -49,6 +49,33 @@ def test_compare_repeats_interleaved_and_reports_median_and_spread(model_dirs):
     assert "speedup spread" in table.columns
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_a_comparison_on_a_busy_cpu_says_the_machine_was_busy_and_why(model_dirs):
+    """This process and a busy loop share one core: the comparison gets about half of it, and says so in its status
+    and its speedup plot, however steady its repeats look."""
+    import hsd
+    from hsd import bench, figures, viz
+
+    pair = hsd.load_pair(model_dirs["target"], model_dirs["drafter"], device="cpu")
+    settings = dict(prompt="def f(x):", lookahead=3, max_new_tokens=16, temperature=0.0)
+    quiet = [x for x in bench.run_each(pair, ["slem"], min_repeats=2, max_repeats=2, **settings)][-1]
+    assert quiet.cpu_share is not None  # on a CPU it is measured; on a GPU it is None
+    mask = os.sched_getaffinity(0)
+    core = min(mask)
+    burner = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"])
+    try:
+        os.sched_setaffinity(0, {core})
+        busy = [x for x in bench.run_each(pair, ["slem"], min_repeats=3, max_repeats=3, **settings)][-1]
+    finally:
+        os.sched_setaffinity(0, mask)
+        burner.kill()
+        burner.wait()
+    assert busy.cpu_share < bench.BUSY_CPU_SHARE and busy.busy, busy.cpu_share
+    note = viz.timing_note(busy)
+    assert "The machine was busy" in note and f"{busy.cpu_share:.0%} of the time" in note
+    assert "the machine was busy" in figures.speedup_figure(busy.results, "CPU", busy).layout.title.text
+
+
 @pytest.fixture
 def thread_choice(monkeypatch):
     """hsd.threads' choice, restored after the test (the app's import sets it for the whole process)."""
