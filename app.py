@@ -31,13 +31,21 @@ CSS = """
 #hsd-round .hsd-round-table, #hsd-round table { white-space: normal; }
 #hsd-title h1 { font-size: 1.55em; margin: 0 0 0.2em 0; }
 #hsd-title p { margin: 0; }
-#hsd-tabs button[role="tab"] { padding-left: 0.55em; padding-right: 0.55em; }
+#hsd-tabs .tab-container button { padding: 0.35em 0.5em !important; font-size: 16px !important; }
 #hsd-production h2, #hsd-advice h2 { font-size: 1.25em; } #hsd-production h3 { font-size: 1.1em; }
 #hsd-report pre, #hsd-production pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 #hsd-round { overflow-x: auto; scrollbar-width: auto; scrollbar-color: #9ca3af #f3f4f6; }
 #hsd-round ::-webkit-scrollbar, #hsd-round::-webkit-scrollbar { height: 12px; }
 #hsd-round ::-webkit-scrollbar-thumb, #hsd-round::-webkit-scrollbar-thumb { background: #9ca3af; border-radius: 6px; }
 """ + marks.CSS
+
+
+def launch_options() -> dict:
+    """How the page is launched, here and wherever the app is opened (the browser tests, the screenshots): its
+    theme and style sheet change what fits on a screen."""
+    return {"theme": gr.themes.Soft(), "css": CSS}
+
+
 get_pair = planning.load_named_pair
 hsd.threads.choose("auto")  # each run on the intra-op threads that suit its pair's size (hsd/threads.py)
 
@@ -697,4 +705,4 @@ if zerogpu.on_zerogpu():  # ZeroGPU: the presets load at start-up, in the main p
 if __name__ == "__main__":
     if os.environ.get("GRADIO_SHARE", "").lower() in ("1", "true"):  # a share link is public: hsd/policy.py
         policy.make_public()
-    demo.launch(theme=gr.themes.Soft(), css=CSS)
+    demo.launch(**launch_options())

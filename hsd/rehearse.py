@@ -183,11 +183,12 @@ def _produced(handler: str, result) -> tuple[bool, str]:
     """Whether a handler's final output is what it exists to give, and a line that shows it."""
     first = result[0] if isinstance(result, (list, tuple)) else result
     status = str(first or "")
+    line = marks.plain(status).strip()  # the badge as its word in brackets: "[done] **SLEM** wrote ..."
     if handler == "run":
         html = str(result[1] or "") if isinstance(result, (list, tuple)) and len(result) > 1 else ""
-        return marks.starts(status, "ok") and bool(html.strip()), status.splitlines()[0][:80]
+        return marks.starts(status, "ok") and bool(html.strip()), line.splitlines()[0][:80]
     ok = bool(status.strip()) and not marks.starts(status, "error") and "Unexpected error" not in status
-    return ok, status.strip().splitlines()[0][:80] if status.strip() else "(nothing)"
+    return ok, line.splitlines()[0][:80] if line else "(nothing)"
 
 
 def child(config: dict) -> int:

@@ -85,7 +85,7 @@ def legend_html(labels=("accepted", "corrected", "bonus", "target", "rejected"))
     for label in labels:
         items.append(f'<span class="hsd-legend-item" style="margin-right:1.1em;white-space:nowrap">'
                      f'{_token_span("abc", label, "")} {LEGEND_TEXT[label]}</span>')
-    return f'<div class="hsd-legend" style="font-size:0.9em;margin:0.3em 0 0.6em 0">{"".join(items)}</div>'
+    return f'<div class="hsd-legend" style="font-size:0.9em;margin:0.3em 0 0.6em 0">{" ".join(items)}</div>'
 
 
 def _token_span(text: str, label: str, title: str) -> str:

@@ -6,9 +6,10 @@
 
 Waits for the coloured output, the token-boundary view and the speedup plot; fails if one never
 appears. Screenshots: app-run.png, app-rounds.png, app-compare.png (and app-full.png, the whole page), then
-app-picture.png (a recorded TLI run at T=1, one position's picture), app-lossless.png, app-drafters.png and
+app-picture.png (a recorded TLI run at T=1, one position's picture), app-lossless.png, app-drafters.png,
 app-shared-noise.png (the shared-noise example compared: SLEM at T=0.7 writes AR's text; ``--only shared-noise``
-takes just that one).
+takes just that one), and at 1024x768, a projector: app-first-visit.png and app-projector.png (after a Run;
+``--only projector``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "img"))
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--timeout", type=float, default=240, help="seconds to wait for each result")
-    ap.add_argument("--only", choices=["shared-noise"], help="take only this screenshot")
+    ap.add_argument("--only", choices=["shared-noise", "projector"], help="take only this screenshot")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(ROOT))
@@ -41,15 +42,23 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     demo = app.build()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True)
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **app.launch_options())  # as app.py
     wait = int(args.timeout * 1000)
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=args.chromium, args=FLAGS)
             page = browser.new_page(viewport={"width": 1500, "height": 1000}, device_scale_factor=1)
             page.goto(url)
+            page.wait_for_selector("#hsd-availability .hsd-mark", timeout=wait)
+            page.evaluate("() => localStorage.setItem('hsd-visited', '1')")  # a returning visitor: the
+            page.reload()                                                     # explanation folded (app-first-visit.png has it)
+            page.wait_for_selector("#hsd-availability .hsd-mark", timeout=wait)
             if args.only == "shared-noise":
                 shared_noise_view(page, app, out, wait)
+                browser.close()
+                return 0
+            if args.only == "projector":
+                projector_view(browser, url, out, wait)
                 browser.close()
                 return 0
             page.get_by_text(app.EXAMPLES[0][0]).first.click()  # the first (default) example
@@ -100,13 +109,31 @@ def main() -> int:
             page.wait_for_timeout(1000)
             page.locator("#hsd-drafters").screenshot(path=str(out / "app-drafters.png"))
             shared_noise_view(page, app, out, wait)
+            projector_view(browser, url, out, wait)
             browser.close()
     finally:
         demo.close()
     for name in ("app-run.png", "app-rounds.png", "app-compare.png", "app-full.png", "app-picture.png",
-                 "app-lossless.png", "app-drafters.png", "app-shared-noise.png"):
+                 "app-lossless.png", "app-drafters.png", "app-shared-noise.png", "app-first-visit.png",
+                 "app-projector.png"):
         print(out / name)
     return 0
+
+
+def projector_view(browser, url: str, out: Path, wait: int) -> None:
+    """The page at 1024x768 as a first visit sees it (the one-minute explanation open), then after a Run (the
+    status and the output in view)."""
+    page = browser.new_page(viewport={"width": 1024, "height": 768}, device_scale_factor=1)
+    page.goto(url)
+    page.wait_for_selector("#hsd-availability .hsd-mark", timeout=wait)
+    page.screenshot(path=str(out / "app-first-visit.png"))
+    page.locator("#hsd-intro button.label-wrap").click()
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_selector("#hsd-status .hsd-mark-ok, #hsd-status .hsd-mark-error", timeout=wait)
+    page.wait_for_selector("#hsd-output .hsd-tok", timeout=wait)
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(out / "app-projector.png"))
+    page.close()
 
 
 def shared_noise_view(page, app, out: Path, wait: int) -> None:

@@ -27,7 +27,7 @@ def app_page(width: int = 1400, height: int = 1000):
     import app
 
     demo = app.build()
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, css=app.CSS)
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **app.launch_options())  # as app.py
     try:
         with playwright.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)

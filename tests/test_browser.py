@@ -203,4 +203,7 @@ def test_teaching_views_picture_lossless_check_download_and_reload(page, shots, 
     page.locator("#hsd-load-run input[type=file]").set_input_files(str(path))
     page.wait_for_selector("#hsd-status:has-text('Shown from a file')")
     assert "SLEM wrote" in _status(page) and page.locator("#hsd-output .hsd-tok").count() > 0
+    # the form still says TLI at T = 1 (set above); the status says what the saved run was made with
+    assert "That run: SLEM on " in _status(page) and "greedy" in _status(page).split("That run:")[1]
+    assert "The form keeps its own settings" in _status(page)
     page.screenshot(path=str(shots / "11-loaded-run.png"))
