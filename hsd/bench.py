@@ -76,7 +76,7 @@ def load_prompts(spec: str, n: int | None = None) -> list[str]:
 
 def measured_prompts(n: int, spec: str = "code", calibration: int = 4) -> list[str]:
     """The first ``n`` prompts of a set, never its last ``calibration`` ones (the embedded pair's benchmarks keep
-    those for choosing a lookahead: ``benchmarks/pair_goals.py --calibration-prompts``, default 4)."""
+    those for choosing a lookahead: ``scripts/pair/pair_goals.py --calibration-prompts``, default 4)."""
     every = load_prompts(spec)
     return every[:min(n, len(every) - calibration)]
 

@@ -4,7 +4,7 @@ A linear layer computes ``x @ W.T`` with ``W`` of shape ``[out, in]``, stored ro
 row (an AR step) or a handful (a verification of a few drafted tokens) by each weight, and on the CPU oneMKL's
 speed for those few rows depends on how the operands are laid out, differently for one row and for several.
 On a 2-core AMD EPYC (Zen 4), one thread, float32, for the embedded target's 112 matrices
-(``benchmarks/weight_layout.py`` measures it; docs/benchmarks.md):
+(``scripts/pair/weight_layout.py`` measures it; docs/benchmarks.md):
 
 - one row is fastest as ``F.linear`` with ``W`` stored column by column (``W.T`` contiguous);
 - 2 to 5 rows are fastest as ``W @ x.T`` with ``W`` stored row by row, as loaded: with two rows even a little

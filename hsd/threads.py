@@ -19,7 +19,7 @@ embedded 13M-parameter pair run slower than AR with two threads (0.61-0.81x) and
 (0.86-1.40x): ``benchmarks/app_examples.py --threads 2`` against ``--threads auto`` measures it. A 135M-parameter
 shape (SmolLM2's, random weights) verifies two tokens in 42-44 ms with one thread and 62-75 ms with two, one token
 in 45.5 against 48.0 ms; a 0.5B one (Qwen2's) takes 104-105 ms a token either way but verifies two tokens in
-106-111 ms with two threads against 135-136 ms with one (``benchmarks/weight_layout.py --shapes smollm2-135m
+106-111 ms with two threads against 135-136 ms with one (``scripts/pair/weight_layout.py --shapes smollm2-135m
 qwen2-0.5b --skip-speed --threads N`` times both shapes). So under :data:`ONE_THREAD_BELOW` target parameters a CPU
 generation runs on one thread, above it on the default count. ``OMP_NUM_THREADS`` set by the user, or a count
 given to :func:`choose` (the CLI's ``--threads``), always wins.

@@ -17,7 +17,7 @@ segment reads it 7 times. On a GPU both are minutes. Three steps:
   #    continuations appended to the distillation set; then export and measure as after any segment
   python scripts/gpu_drafters.py merge --results gpu-out --work ~/.cache/hsd-train
   python scripts/train_pair.py export --role drafter --work ~/.cache/hsd-train --distill-from assets/tiny-code/target
-  python benchmarks/pair_goals.py --prompts 8 --lookahead auto --costs
+  python scripts/pair/pair_goals.py --prompts 8 --lookahead auto --costs
 
 The drafter for sampling (`drafter-sampling`) trains on the target's soft labels at T = 0.7 (the labels' Python,
 not the GPU, then sets a step's pace: `--soft-windows` of each step's windows are labelled):
@@ -41,7 +41,7 @@ Candidates of other shapes train beside the shipped drafters in the same run and
   python scripts/gpu_drafters.py pack ... --candidate wide drafter cands/wide/drafter --candidate deep3 drafter cands/deep3/drafter
   python scripts/gpu_drafters.py run ... --max-return-mb 15        # at most 8 files come back
   python scripts/gpu_drafters.py merge ... --candidates-to cands-trained
-  python benchmarks/drafter_pair.py --old assets/tiny-code --new cands-trained/candidates/wide   # exact tau
+  python scripts/pair/drafter_pair.py --old assets/tiny-code --new cands-trained/candidates/wide   # exact tau
 
 Every step of `run` is `train_pair.py distill` or `train_pair.py resume` under a time limit that
 interrupts it (SIGINT: the step checkpoints and stops), so a step cut short still leaves what it did.
@@ -338,7 +338,7 @@ def merge(args) -> int:
         with tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in parts))) as tar:
             tar.extractall(dest, filter="data")
         log(f"candidate drafters in {dest / 'candidates'}: {sorted(p.name for p in (dest / 'candidates').iterdir())} "
-            f"(compare them: benchmarks/drafter_pair.py --new {dest / 'candidates'}/NAME)")
+            f"(compare them: scripts/pair/drafter_pair.py --new {dest / 'candidates'}/NAME)")
     for role in info["roles"]:
         src = res / f"{role}.pt"
         if not src.is_file():

@@ -4,7 +4,7 @@
     python scripts/train_pair.py grow --from assets/tiny-code/drafter --intermediate 1024 --out /work/wide/drafter
 
 The embedded pair's shapes are chosen for the best speedup on a 2-core CPU. There a decoding step costs
-about 1 ms per layer whatever the width (``benchmarks/shapes.py``), so the target-to-drafter cost ratio is
+about 1 ms per layer whatever the width (``scripts/pair/shapes.py``), so the target-to-drafter cost ratio is
 set by depth: a 16-layer target makes a 2-layer drafter cost 0.12 of a target step, an 8-layer one 0.21.
 Training a deep target from scratch takes many CPU hours; growing a trained shallower one does not start from
 nothing.

@@ -5,7 +5,7 @@ corpus and its licences, the held-out loss on the full held-out split and on the
 files held out since the first pair (comparable with its 1.57 bits/char), greedy samples, and
 keeps the latency block of the previous card (latency depends on the shape, not the weights).
 The speculative-decoding block is reset: measured speedups belong to the weights they were
-measured with, and ``benchmarks/pair_goals.py --write-cards`` fills it for the new ones.
+measured with, and ``scripts/pair/pair_goals.py --write-cards`` fills it for the new ones.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> Non
     lines += ["## Measurements", "", MEAS[0], meas, MEAS[1], "",
               "## Speculative decoding with hsd", "", ENGINE[0],
               f"Not measured yet for these weights (exported {m['exported'][:10]}); "
-              "`python benchmarks/pair_goals.py --write-cards` measures and fills this section.", ENGINE[1], "",
+              "`python scripts/pair/pair_goals.py --write-cards` measures and fills this section.", ENGINE[1], "",
               "## Limitations", "",
               "Tiny and trained for little compute on a CPU: completions look like Python but often do not run. "
               "For demos and tests only.", ""]

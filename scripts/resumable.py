@@ -71,7 +71,7 @@ State lives in ``WORK`` (outside the repository):
 * ``packed/ROLE-{train,heldout}.u16``: the corpus tokenized by the role's tokenizer, as uint16, each
   file followed by the tokenizer's end-of-text (drafters: ``<s>`` before each file too);
 * ``packed/ROLE-evaluation.u16``: the evaluation packages, packed the same way but only scored
-  (``pack_split``, for ``benchmarks/pair_goals.py``'s bits per character), never trained on;
+  (``pack_split``, for ``scripts/pair/pair_goals.py``'s bits per character), never trained on;
 * ``distill/DIGEST/{train,heldout}.jsonl``: continuations written by the target whose weights hash to
   ``DIGEST`` (``distill``), mixed into drafter segments (``--distill-from``) and scoring their export;
 * ``ckpt/ROLE.pt``: float32 weights, AdamW state, the data position, the learning-rate segment and

@@ -89,7 +89,7 @@ def test_first_two_tokens_match_target_distribution(algorithm, kind, settings):
 @pytest.mark.parametrize("drafter_temperature", [0.0, pytest.param(0.5, marks=pytest.mark.slow)])
 def test_a_drafter_sampling_at_its_own_temperature_stays_lossless(algorithm, drafter_temperature):
     """The drafter's temperature is a free choice (a greedy drafter maximises SLEM's exact-match acceptance,
-    ``benchmarks/pair_goals.py --lookahead auto`` picks it); the output must still follow the target's T=1."""
+    ``scripts/pair/pair_goals.py --lookahead auto`` picks it); the output must still follow the target's T=1."""
     pair = _pair("bpe<-sp")
     settings = dict(SETTINGS[0], drafter_temperature=drafter_temperature)
     exact = exact_two_token_distribution(pair, SETTINGS[0])

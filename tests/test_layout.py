@@ -177,7 +177,7 @@ def test_ar_and_the_algorithms_write_the_same_text_in_either_layout():
     """The layout changes which matrix kernel runs, so a logit's last bits may move; the texts (greedy, and a sample
     at a seed) are the same on the embedded pair, and each algorithm's is AR's within a layout (the suite's
     losslessness tests)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "scripts" / "pair"))
     import weight_layout
 
     pair = hsd.load_pair(preset="tiny-code", device="cpu")
@@ -193,7 +193,7 @@ def test_ar_and_the_algorithms_write_the_same_text_in_either_layout():
 
 
 def test_the_layout_benchmark_times_both_layouts_and_compares_their_texts(capsys):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "scripts" / "pair"))
     import weight_layout
 
     rows = weight_layout.main(["--prompts", "1", "--seeds", "1", "--max-new-tokens", "8", "--roles", "drafter"])

@@ -124,7 +124,7 @@ def test_the_drafter_drafts_on_the_lean_runner_and_greedy_output_is_the_targets(
 def test_lean_drafter_benchmark_runs_every_setting_and_greedy_outputs_agree(tmp_path):
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "pair"))
     import drafter_pair
     import lean_drafter
 

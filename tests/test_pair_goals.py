@@ -1,4 +1,4 @@
-"""``benchmarks/pair_goals.py``'s arithmetic: what a speed goal asks of a drafter (no models needed)."""
+"""``scripts/pair/pair_goals.py``'s arithmetic: what a speed goal asks of a drafter (no models needed)."""
 
 import json
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "pair"))
 
 import pair_goals  # noqa: E402
 
@@ -313,7 +313,7 @@ def test_cards_get_the_rows_measured_with_their_own_drafter(tmp_path):
 
 
 def test_round_costs_times_the_loop_and_puts_everything_back(tmp_path):
-    """benchmarks/round_costs.py: the drafter's forwards by place in the round and the field's draws are timed inside
+    """scripts/pair/round_costs.py: the drafter's forwards by place in the round and the field's draws are timed inside
     SLEM's loop, beside the back-to-back step; the patched functions are restored."""
     import round_costs
 

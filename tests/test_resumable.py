@@ -598,10 +598,10 @@ def test_blend_counts_the_compute_of_a_checkpoint_trained_apart(work, tmp_path):
 
 
 def test_pair_goals_scores_the_bits_per_char_of_the_target_it_is_given(work, tmp_path):
-    """A candidate's bits/char, not the shipped target's (benchmarks/pair_goals.py once ignored --pair here)."""
+    """A candidate's bits/char, not the shipped target's (scripts/pair/pair_goals.py once ignored --pair here)."""
     from builders import bytelevel_tokenizer, tiny_llama
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "scripts" / "pair"))
     import pair_goals
 
     work_dir, init = work

@@ -1,6 +1,6 @@
 """Are a bench report's sampled outputs distributed like the target's? Mean target log-probability per row.
 
-    python benchmarks/target_logprob.py bench-out/cpu/table/report.json
+    python scripts/pair/target_logprob.py bench-out/cpu/table/report.json
 
 A lossless sampler at temperature 1 (top_k 0, top_p 1) emits tokens whose expected target log-probability
 is the same as plain sampling's (minus the target's entropy along its own samples); a sampler that leans
@@ -15,7 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 

@@ -2,7 +2,7 @@
 nothing).
 
     python scripts/train_pair.py grow --from assets/tiny-code/target --layers 28 --out /tmp/deep/target
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/target_pair.py --old assets/tiny-code/target --new /tmp/deep/target
+    OMP_WAIT_POLICY=PASSIVE python scripts/pair/target_pair.py --old assets/tiny-code/target --new /tmp/deep/target
 
 The embedded target's shape is chosen for the best speedup on a CPU, where at batch 1 a step's cost is set by
 depth. ``train_pair.py grow`` makes a deeper target that computes exactly what the shallower one does, so
@@ -22,7 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
@@ -31,7 +31,7 @@ import hsd  # noqa: E402
 from hsd.bench import machine_info, machine_line, measured_prompts  # noqa: E402
 
 # (drafter folder, algorithm, temperature, lookahead, draft threshold, noise, goal): the embedded pair's four speed
-# goals (benchmarks/pair_goals.py), each at the settings pair_goals.py's calibration (--lookahead auto) chose for
+# goals (scripts/pair/pair_goals.py), each at the settings pair_goals.py's calibration (--lookahead auto) chose for
 # it, fixed here so that every run compares the same settings
 GOALS = [
     ("drafter", "slem", 0.0, 12, 0.5, "independent", 2.0),

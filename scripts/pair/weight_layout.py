@@ -2,10 +2,10 @@
 column-major, and dual, hsd's CPU default), side by side at the embedded pair's goal settings, timed in pairs
 (asserts nothing).
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/weight_layout.py --prompts 8 --seeds 2
+    OMP_WAIT_POLICY=PASSIVE python scripts/pair/weight_layout.py --prompts 8 --seeds 2
 
 This measures what a layout buys end to end: for each held-out prompt and seed, AR and the algorithm run with every
-layout one after the other, the order rotated (as ``benchmarks/target_pair.py``, whose settings and timing this
+layout one after the other, the order rotated (as ``scripts/pair/target_pair.py``, whose settings and timing this
 reuses), and the texts of the layouts are compared (the same text is expected; the last bits of a logit may differ
 between matrix kernels, which could only matter at an exact tie). First it times the target's forward alone for
 1 to 8 tokens after 150 cached ones, in every layout, in turn.
@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "scripts" / "pair"))
 
 import torch  # noqa: E402
 

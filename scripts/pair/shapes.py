@@ -1,6 +1,6 @@
 """What a model shape costs per token on this CPU, and what that allows speculative decoding.
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/shapes.py            # prints a table; asserts nothing
+    OMP_WAIT_POLICY=PASSIVE python scripts/pair/shapes.py            # prints a table; asserts nothing
 
 At batch 1 on a CPU a decoding step is mostly per-layer overhead, so the target-to-drafter cost ratio
 is set by depth more than by width, and the embedded pair's sizes are chosen by measuring it. This measures, for
@@ -15,7 +15,7 @@ step`` and the greedy speedup that lookahead ``k`` would give at a per-token agr
 i.i.d. model ``tau / (k c + v)``, where ``tau = (1 - a^(k+1)) / (1 - a)`` and ``v = verify / step`` of
 the target (an upper bound: it ignores the algorithm's own per-round work, retokenization included).
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/shapes.py --folders assets/tiny-code/drafter CANDIDATE ...
+    OMP_WAIT_POLICY=PASSIVE python scripts/pair/shapes.py --folders assets/tiny-code/drafter CANDIDATE ...
 
 measures model folders instead (trained or not: ``scripts/gpu_drafters.py fresh`` makes untrained ones) through
 the runner hsd drafts with (the lean forward of ``hsd/lean.py`` where it is exact), one cached step each in turn,
@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 

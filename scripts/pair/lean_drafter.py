@@ -1,6 +1,6 @@
 """The drafter's lean forward (hsd/lean.py) against transformers' forward, each against AR, in one run.
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/lean_drafter.py --prompts 8
+    OMP_WAIT_POLICY=PASSIVE python scripts/pair/lean_drafter.py --prompts 8
 
 For each of the embedded pair's goal settings (``drafter_pair.SETTINGS``), every held-out prompt runs three times
 in turn: AR, the algorithm with the drafter on transformers' forward (``HSD_LEAN_DRAFTER=0``), the algorithm with
@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "scripts" / "pair"))
 
 import torch  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The embedded pair's goals, measured on held-out prompts and printed (asserts nothing).
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/pair_goals.py --work ~/.cache/hsd-train --lookahead auto
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/pair_goals.py --skip-bpc --write-cards
+    OMP_WAIT_POLICY=PASSIVE python scripts/pair/pair_goals.py --work ~/.cache/hsd-train --lookahead auto
+    OMP_WAIT_POLICY=PASSIVE python scripts/pair/pair_goals.py --skip-bpc --write-cards
 
 ``--prompt-set`` says what is measured (:data:`PROMPT_SETS`): ``packages`` (the default) measures on
 ``assets/prompts/code-packages.jsonl``, functions of the PyPI packages the corpus holds out whole for evaluation,
@@ -42,7 +42,7 @@ import sysconfig
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -255,7 +255,7 @@ def cost_table(pairs: dict, machine: str) -> tuple[str, dict]:
     costs = {name: measure_costs(pair, 128, 9, 15)[0] for name, pair in pairs.items()}
     first = next(iter(costs.values()))
     step = first.verify_cost(1)
-    lines = [f"Measured with `python benchmarks/pair_goals.py --write-cards` on {time.strftime('%Y-%m-%d')}: {machine}; "
+    lines = [f"Measured with `python scripts/pair/pair_goals.py --write-cards` on {time.strftime('%Y-%m-%d')}: {machine}; "
              "hsd's runner, batch 1, 128 tokens in the KV cache, the median of 15 forwards.", "",
              f"- Target decoding step (AR's cost per token): **{step * 1e3:.2f} ms**"]
     for name, c in costs.items():
@@ -268,7 +268,7 @@ def cost_table(pairs: dict, machine: str) -> tuple[str, dict]:
 
 def table(rows, machine: str, args) -> str:
     spec = PROMPT_SETS[args.prompt_set]
-    lines = [f"Measured with `python benchmarks/pair_goals.py --prompt-set {args.prompt_set}` on "
+    lines = [f"Measured with `python scripts/pair/pair_goals.py --prompt-set {args.prompt_set}` on "
              f"{time.strftime('%Y-%m-%d')}: {machine}; {args.prompts} prompts of `{spec['measured']}.jsonl` "
              f"({spec['about']}) x {args.max_new_tokens} new tokens, "
              + ("the lookahead of each row (and, when sampling, whether the drafter drafts greedily) chosen on "
@@ -309,7 +309,7 @@ def missed_lines(rows) -> list[str]:
         if o:
             reach = ("out of reach for any drafter as cheap as the smallest model" if o["smallest"] < r["goal"] else
                      "within reach of a better drafter")
-            line += (f" An oracle drafter (the target's own best proposal, `benchmarks/oracle_ceiling.py`) is accepted "
+            line += (f" An oracle drafter (the target's own best proposal, `scripts/pair/oracle_ceiling.py`) is accepted "
                      f"at {o['acceptance']:.2f} of positions and would reach at most {o['free']:.2f}× if drafting were "
                      f"free, {o['smallest']:.2f}× at the smallest model's cost: {reach}.")
         out.append(line)
@@ -317,7 +317,7 @@ def missed_lines(rows) -> list[str]:
 
 
 def attach_oracle(rows, path: str) -> None:
-    """Give each row with a goal the bounds ``benchmarks/oracle_ceiling.py --json`` measured for its setting."""
+    """Give each row with a goal the bounds ``scripts/pair/oracle_ceiling.py --json`` measured for its setting."""
     saved = json.loads(Path(path).read_text())
     bounds = {(o["algorithm"], o["temperature"]): dict(acceptance=o["oracle_acceptance"], free=o["free"]["speedup"],
                                                          smallest=o["smallest"]["speedup"])
@@ -368,7 +368,7 @@ def main(argv=None) -> int:
                     help="fill the target card from a run saved with --json (and --costs), measuring nothing: for "
                          "when the run measured a candidate before it was shipped")
     ap.add_argument("--oracle", default=None, metavar="JSON",
-                    help="the bounds `benchmarks/oracle_ceiling.py --json` wrote: each missed goal says whether any "
+                    help="the bounds `scripts/pair/oracle_ceiling.py --json` wrote: each missed goal says whether any "
                          "drafter could reach it")
     args = ap.parse_args(argv)
     if args.cards_from:

@@ -1,6 +1,6 @@
 """Two sets of drafters for one target, side by side at fixed settings (asserts nothing).
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/drafter_pair.py --old OLD_PAIR --new assets/tiny-code
+    OMP_WAIT_POLICY=PASSIVE python scripts/pair/drafter_pair.py --old OLD_PAIR --new assets/tiny-code
 
 Whether a retrained drafter is better is a question about acceptance, and ``pair_goals.py``'s speedups answer
 it badly: their lookahead is chosen per run and their tokens/s move by 10% with the machine's load. Here both
@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

@@ -9,7 +9,7 @@ algorithm and AR alternately on held-out prompts and prints, per round: the time
 token or several to catch up with the corrected text, and the later ones), and the shared field's draws; then
 the same drafter step measured back to back, and the cost ratio each implies.
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/round_costs.py --preset tiny-code-sampling --temperature 0.7 \\
+    OMP_WAIT_POLICY=PASSIVE python scripts/pair/round_costs.py --preset tiny-code-sampling --temperature 0.7 \\
         --noise shared --lookahead 3
 """
 
@@ -24,7 +24,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

@@ -1,8 +1,8 @@
-"""How fast could each of the embedded pair's speed goals (``benchmarks/pair_goals.py``) be with the best drafter
+"""How fast could each of the embedded pair's speed goals (``scripts/pair/pair_goals.py``) be with the best drafter
 there is? Prints, asserts nothing.
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/oracle_ceiling.py
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/oracle_ceiling.py --prompts 22 --seeds 3 --json ceiling.json
+    OMP_WAIT_POLICY=PASSIVE python scripts/pair/oracle_ceiling.py
+    OMP_WAIT_POLICY=PASSIVE python scripts/pair/oracle_ceiling.py --prompts 22 --seeds 3 --json ceiling.json
 
 A drafter can do no better than an *oracle* that knows the target: it proposes the target's own most probable
 token at every position (SLEM; at T = 0 it is always accepted), or, for TLI, the target's distribution restricted
@@ -42,7 +42,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
