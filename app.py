@@ -508,78 +508,116 @@ def _views(ui: SimpleNamespace) -> None:
     ui.status = gr.Markdown(elem_id="hsd-status")
     with gr.Tabs(elem_id="hsd-tabs") as ui.tabs:
         with gr.Tab("Output"):
-            ui.show_rejected = gr.Checkbox(True, label="show rejected drafts (struck through)",
-                                           info="on for greedy runs (the page starts at temperature 0), off when sampling")
-            ui.output = gr.HTML(elem_id="hsd-output")
-            ui.rounds_plot = gr.Plot(label="Rounds", elem_id="hsd-rounds-plot")
-            with gr.Row():
-                ui.download_btn = gr.Button("Download this run (JSON and HTML)", size="sm")
-                ui.run_files = gr.File(label="this run", file_count="multiple", elem_id="hsd-run-files")
-                ui.saved = gr.File(label="show a saved run (.json): no models run", file_types=[".json"],
-                                   elem_id="hsd-load-run")
+            _output_tab(ui)
         with gr.Tab("Rounds"):
-            gr.Markdown("Top: the drafter's tokens. Middle: the draft string. Bottom: the target's "
-                        f"proposed tokens and their verification. {lab.COLUMNS_HELP}")
-            with gr.Row():
-                ui.prev_btn = gr.Button("◀ previous round", size="sm")
-                ui.round_idx = gr.Slider(0, 1, value=0, step=1, label="round")
-                ui.next_btn = gr.Button("next round ▶", size="sm")
-            ui.round_view = gr.HTML(NO_RUN, elem_id="hsd-round")
-            gr.Markdown("**Why the output is the target's**: for a verified position, the target's p, "
-                        "the proposal, the accepted mass min(p, proposal) and the residual a rejection "
-                        "samples from (tick *record distributions* before the run).")
-            ui.picture_position = gr.Dropdown([], label="verified position", elem_id="hsd-picture-position")
-            ui.picture_plot = gr.Plot(label="rejection sampling at this position", elem_id="hsd-picture")
-            ui.picture_text = gr.Markdown(elem_id="hsd-picture-text")
+            _rounds_tab(ui)
         with gr.Tab("Compare"), gr.Column(elem_id="hsd-compare"):
-            ui.badge = gr.HTML(elem_id="hsd-badge")
-            # two plots a row where each gets 440 px, one a row on a narrower screen (a projector's 1024 px)
-            with gr.Row():
-                ui.speedup = gr.Plot(label="speedup", elem_id="hsd-speedup", min_width=440)
-                ui.tokens_time = gr.Plot(label="tokens vs time", min_width=440)
-            with gr.Row():
-                ui.histogram = gr.Plot(label="acceptance length", min_width=440)
-                ui.positions = gr.Plot(label="acceptance by position", min_width=440)
-            ui.time_split = gr.Plot(label="time split")
-            ui.table = gr.DataFrame(label="summary", interactive=False,  # cleared, it shows these, not 1 2 3
-                                    headers=list(viz.SUMMARY_COLUMNS))
-            ui.csv = gr.File(label="summary as CSV")
+            _compare_tab(ui)
         with gr.Tab("Lossless?"), gr.Column(elem_id="hsd-lossless"):
-            gr.Markdown("Draw the **next token** many times with AR and with the chosen algorithm at the "
-                        "current settings, and compare both histograms with the target's exact "
-                        "distribution. An exact sampler's distance stays under the noise floor.")
-            with gr.Row():
-                ui.draws = gr.Number(0, label="draws (0: the algorithm's default, about 15 s on a 2-core "
-                                        "CPU)", precision=0, elem_id="hsd-draws")
-                ui.lossless_btn = gr.Button("Check losslessness")
-            ui.lossless_status = gr.Markdown(elem_id="hsd-lossless-status")
-            ui.lossless_plot = gr.Plot(label="next-token histograms", elem_id="hsd-lossless-plot")
+            _lossless_tab(ui)
         with gr.Tab("Drafters"), gr.Column(elem_id="hsd-drafters"):
-            gr.Markdown("Several drafters for the target above, on held-out code prompts, each measured "
-                        "against AR in the same run, with `advise`'s prediction beside the measurement.")
-            with gr.Row():
-                ui.drafter_names = gr.Textbox(lab.default_drafters(), lines=3, scale=3,
-                                              label="drafters (one per line: Hub id or local directory)")
-                with gr.Column(scale=1):
-                    ui.drafters_algorithm = gr.Dropdown(["best", *(a for a in ALGOS if a != "ar")],
-                                                        value="best", label="algorithm",
-                                                        info="best: each drafter's fastest")
-                    ui.num_prompts = gr.Number(2, label="prompts", precision=0, minimum=1, maximum=16,
-                                               elem_id="hsd-drafters-prompts")
-            ui.drafters_btn = gr.Button("Compare drafters")
-            ui.drafters_status = gr.Markdown(elem_id="hsd-drafters-status")
-            ui.drafters_plot = gr.Plot(label="drafters", elem_id="hsd-drafters-plot")
-            ui.drafters_table = gr.DataFrame(label="one row per drafter", interactive=False)
-            ui.drafters_csv = gr.File(label="every drafter and algorithm as CSV")
+            _drafters_tab(ui)
         with gr.Tab("Pair check"):
-            ui.report = gr.Markdown("Press **Check pair**.", elem_id="hsd-report")
-            with gr.Row():
-                ui.advise_btn = gr.Button("Advise: predict the best algorithm and lookahead", size="sm")
-                ui.production_btn = gr.Button("Production: vLLM and Transformers settings", size="sm")
-            ui.advice = gr.Markdown(elem_id="hsd-advice")
-            ui.production_md = gr.Markdown(elem_id="hsd-production")
+            _pair_tab(ui)
         with gr.Tab("About"):
-            gr.Markdown(lab.first_minute() + "\n\n---\n\n" + lab.about_algorithms(), elem_id="hsd-about")
+            _about_tab(ui)
+
+
+def _output_tab(ui: SimpleNamespace) -> None:
+    """The Output tab: the coloured output, the per-round plot, and the run's files (download, show a saved run)."""
+    ui.show_rejected = gr.Checkbox(True, label="show rejected drafts (struck through)",
+                                   info="on for greedy runs (the page starts at temperature 0), off when sampling")
+    ui.output = gr.HTML(elem_id="hsd-output")
+    ui.rounds_plot = gr.Plot(label="Rounds", elem_id="hsd-rounds-plot")
+    with gr.Row():
+        ui.download_btn = gr.Button("Download this run (JSON and HTML)", size="sm")
+        ui.run_files = gr.File(label="this run", file_count="multiple", elem_id="hsd-run-files")
+        ui.saved = gr.File(label="show a saved run (.json): no models run", file_types=[".json"],
+                           elem_id="hsd-load-run")
+
+
+def _rounds_tab(ui: SimpleNamespace) -> None:
+    """The Rounds tab: the token-boundary view of one round at a time, and the rejection-sampling picture of a
+    verified position."""
+    gr.Markdown("Top: the drafter's tokens. Middle: the draft string. Bottom: the target's "
+                f"proposed tokens and their verification. {lab.COLUMNS_HELP}")
+    with gr.Row():
+        ui.prev_btn = gr.Button("◀ previous round", size="sm")
+        ui.round_idx = gr.Slider(0, 1, value=0, step=1, label="round")
+        ui.next_btn = gr.Button("next round ▶", size="sm")
+    ui.round_view = gr.HTML(NO_RUN, elem_id="hsd-round")
+    gr.Markdown("**Why the output is the target's**: for a verified position, the target's p, "
+                "the proposal, the accepted mass min(p, proposal) and the residual a rejection "
+                "samples from (tick *record distributions* before the run).")
+    ui.picture_position = gr.Dropdown([], label="verified position", elem_id="hsd-picture-position")
+    ui.picture_plot = gr.Plot(label="rejection sampling at this position", elem_id="hsd-picture")
+    ui.picture_text = gr.Markdown(elem_id="hsd-picture-text")
+
+
+def _compare_tab(ui: SimpleNamespace) -> None:
+    """The Compare tab: every applicable algorithm against AR, interleaved: the lossless badge, five plots, the
+    summary table."""
+    ui.badge = gr.HTML(elem_id="hsd-badge")
+    # two plots a row where each gets 440 px, one a row on a narrower screen (a projector's 1024 px)
+    with gr.Row():
+        ui.speedup = gr.Plot(label="speedup", elem_id="hsd-speedup", min_width=440)
+        ui.tokens_time = gr.Plot(label="tokens vs time", min_width=440)
+    with gr.Row():
+        ui.histogram = gr.Plot(label="acceptance length", min_width=440)
+        ui.positions = gr.Plot(label="acceptance by position", min_width=440)
+    ui.time_split = gr.Plot(label="time split")
+    ui.table = gr.DataFrame(label="summary", interactive=False,  # cleared, it shows these, not 1 2 3
+                            headers=list(viz.SUMMARY_COLUMNS))
+    ui.csv = gr.File(label="summary as CSV")
+
+
+def _lossless_tab(ui: SimpleNamespace) -> None:
+    """The Lossless? tab: the next token drawn many times by AR and by the algorithm, against the target's exact
+    distribution."""
+    gr.Markdown("Draw the **next token** many times with AR and with the chosen algorithm at the "
+                "current settings, and compare both histograms with the target's exact "
+                "distribution. An exact sampler's distance stays under the noise floor.")
+    with gr.Row():
+        ui.draws = gr.Number(0, label="draws (0: the algorithm's default, about 15 s on a 2-core "
+                                "CPU)", precision=0, elem_id="hsd-draws")
+        ui.lossless_btn = gr.Button("Check losslessness")
+    ui.lossless_status = gr.Markdown(elem_id="hsd-lossless-status")
+    ui.lossless_plot = gr.Plot(label="next-token histograms", elem_id="hsd-lossless-plot")
+
+
+def _drafters_tab(ui: SimpleNamespace) -> None:
+    """The Drafters tab: several drafters for the target, each measured against AR, with advise's prediction."""
+    gr.Markdown("Several drafters for the target above, on held-out code prompts, each measured "
+                "against AR in the same run, with `advise`'s prediction beside the measurement.")
+    with gr.Row():
+        ui.drafter_names = gr.Textbox(lab.default_drafters(), lines=3, scale=3,
+                                      label="drafters (one per line: Hub id or local directory)")
+        with gr.Column(scale=1):
+            ui.drafters_algorithm = gr.Dropdown(["best", *(a for a in ALGOS if a != "ar")],
+                                                value="best", label="algorithm",
+                                                info="best: each drafter's fastest")
+            ui.num_prompts = gr.Number(2, label="prompts", precision=0, minimum=1, maximum=16,
+                                       elem_id="hsd-drafters-prompts")
+    ui.drafters_btn = gr.Button("Compare drafters")
+    ui.drafters_status = gr.Markdown(elem_id="hsd-drafters-status")
+    ui.drafters_plot = gr.Plot(label="drafters", elem_id="hsd-drafters-plot")
+    ui.drafters_table = gr.DataFrame(label="one row per drafter", interactive=False)
+    ui.drafters_csv = gr.File(label="every drafter and algorithm as CSV")
+
+
+def _pair_tab(ui: SimpleNamespace) -> None:
+    """The Pair check tab: the compatibility report, Advise and the production settings."""
+    ui.report = gr.Markdown("Press **Check pair**.", elem_id="hsd-report")
+    with gr.Row():
+        ui.advise_btn = gr.Button("Advise: predict the best algorithm and lookahead", size="sm")
+        ui.production_btn = gr.Button("Production: vLLM and Transformers settings", size="sm")
+    ui.advice = gr.Markdown(elem_id="hsd-advice")
+    ui.production_md = gr.Markdown(elem_id="hsd-production")
+
+
+def _about_tab(ui: SimpleNamespace) -> None:
+    """The About tab: the one-minute explanation and each algorithm's paragraph."""
+    gr.Markdown(lab.first_minute() + "\n\n---\n\n" + lab.about_algorithms(), elem_id="hsd-about")
 
 
 def _wire(demo: gr.Blocks, ui: SimpleNamespace) -> None:

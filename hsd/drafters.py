@@ -269,7 +269,6 @@ def compare_drafters(target: str | None, drafters: list[str], prompts: list[str]
     ``budget_s`` bound :func:`hsd.bench.run_each` per prompt. A drafter that fails to load gets an entry with its
     error; a target that fails to load raises.
     """
-    from .advise import advise_steps
     from .costs import measure_costs
     from .generate import encode_prompt
     from .loading import load_pair
@@ -309,35 +308,11 @@ def compare_drafters(target: str | None, drafters: list[str], prompts: list[str]
                 entry.rows.append(Row(given, algorithm, chosen=True,
                                       note=f"not applicable: {compat['not_applicable'].get(algorithm)}"))
         if predict and algorithms:
-            for item in advise_steps(pair, prompts, temperature=temperature, algorithms=algorithms,
-                                     max_new_tokens=max_new_tokens, seed=seed, lookaheads=[lookahead],
-                                     draft_thresholds=(draft_threshold,) if draft_threshold else (),
-                                     dynamic_lookahead=lookahead, drafter_temperature=drafter_temperature):
-                if isinstance(item, str):
-                    yield f"{label}, advise: {item}"
-            entry.advice = {p["algorithm"]: {"tau": p["tau"], "speedup": p["speedup"]} for p in item["predictions"]
-                            if p["draft_threshold"] == _threshold(p["algorithm"], draft_threshold)}
-            costs = item["costs"]
+            yield from _advise(entry, pair, prompts, algorithms, label, settings)
         else:
-            costs = measure_costs(pair, context, 2, 15, ids[0])[0].to_dict()
-        entry.costs = {"draft_ms": costs["draft_ms"], "verify_1_ms": costs["verify_1_ms"],
-                       "cost_ratio": costs["draft_ms"] / costs["verify_1_ms"] if costs.get("verify_1_ms") else None}
+            _costs(entry, measure_costs(pair, context, 2, 15, ids[0])[0].to_dict())
         if algorithms:
-            for item in _measure(pair, algorithms, prompts, settings, repeats, label):
-                if isinstance(item, str):
-                    yield item
-            per_prompt = item
-            rows = [_row(given, a, per_prompt) for a in algorithms]
-            _greedy_identity(rows, per_prompt, temperature)
-            for r in rows:
-                pred = (entry.advice or {}).get(r.algorithm)
-                if pred:
-                    r.predicted_speedup, r.predicted_tau = pred["speedup"], pred["tau"]
-            measured = [r for r in rows if r.speedup is not None]
-            best = max(measured, key=lambda r: r.speedup) if measured else (rows[0] if rows else None)
-            if best is not None:
-                best.chosen = True
-            entry.rows = rows
+            yield from _measure_entry(entry, pair, algorithms, prompts, settings, repeats, label)
         entry.seconds = time.perf_counter() - t0
         chosen = entry.chosen
         left = len(paths) - n - 1
@@ -351,6 +326,50 @@ def compare_drafters(target: str | None, drafters: list[str], prompts: list[str]
                    f"τ {chosen.mean_accepted_length:.2f}{eta}")
     out.seconds = time.perf_counter() - start
     yield out
+
+
+def _advise(entry: Entry, pair, prompts: list[str], algorithms: list[str], label: str, settings: dict):
+    """``advise``'s calibration of ``algorithms`` on the pair at the comparison's settings: the prediction beside
+    each measurement (``entry.advice``) and the forward costs (``entry.costs``); yields its progress lines."""
+    from .advise import advise_steps
+
+    threshold = settings["draft_threshold"]
+    for item in advise_steps(pair, prompts, temperature=settings["temperature"], algorithms=algorithms,
+                             max_new_tokens=settings["max_new_tokens"], seed=settings["seed"],
+                             lookaheads=[settings["lookahead"]], draft_thresholds=(threshold,) if threshold else (),
+                             dynamic_lookahead=settings["lookahead"],
+                             drafter_temperature=settings["drafter_temperature"]):
+        if isinstance(item, str):
+            yield f"{label}, advise: {item}"
+    entry.advice = {p["algorithm"]: {"tau": p["tau"], "speedup": p["speedup"]} for p in item["predictions"]
+                    if p["draft_threshold"] == _threshold(p["algorithm"], threshold)}
+    _costs(entry, item["costs"])
+
+
+def _costs(entry: Entry, costs: dict) -> None:
+    entry.costs = {"draft_ms": costs["draft_ms"], "verify_1_ms": costs["verify_1_ms"],
+                   "cost_ratio": costs["draft_ms"] / costs["verify_1_ms"] if costs.get("verify_1_ms") else None}
+
+
+def _measure_entry(entry: Entry, pair, algorithms: list[str], prompts: list[str], settings: dict, repeats: dict,
+                   label: str):
+    """Each of ``algorithms`` against AR on every prompt (:func:`_measure`): one row per algorithm in ``entry.rows``,
+    with advise's prediction beside it and the fastest measured one chosen; yields progress lines."""
+    for item in _measure(pair, algorithms, prompts, settings, repeats, label):
+        if isinstance(item, str):
+            yield item
+    per_prompt = item
+    rows = [_row(entry.name, a, per_prompt) for a in algorithms]
+    _greedy_identity(rows, per_prompt, settings["temperature"])
+    for r in rows:
+        pred = (entry.advice or {}).get(r.algorithm)
+        if pred:
+            r.predicted_speedup, r.predicted_tau = pred["speedup"], pred["tau"]
+    measured = [r for r in rows if r.speedup is not None]
+    best = max(measured, key=lambda r: r.speedup) if measured else (rows[0] if rows else None)
+    if best is not None:
+        best.chosen = True
+    entry.rows = rows
 
 
 def run_comparison(*args, log=print, **kwargs) -> DrafterComparison:
