@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import hsd  # first: hsd sets the OpenMP wait policy and thread count before torch loads (hsd/threads.py)
 import gradio as gr
-from hsd import forms, lab, marks, planning, policy, turns, viz, zerogpu
+from hsd import durations, forms, lab, marks, planning, policy, turns, viz, zerogpu
 from hsd.lab import ALGOS, BAD_DRAFTER, BYTES, EMBEDDED, EXAMPLES, NO_RUN, PAIRS, SAMPLING, SHARED, STOPPED  # noqa: F401 - the app's API
 
 log = logging.getLogger("hsd.app")
@@ -167,7 +167,7 @@ def _run_out(values: dict) -> RunOut:
     return RunOut(**{**values, "round": slider})
 
 
-@zerogpu.gpu(zerogpu.run_duration, on_error=lambda sentence: RunOut(status=f"{marks.ERROR} **ZeroGPU**: {sentence}"))
+@zerogpu.gpu(durations.run_duration, on_error=lambda sentence: RunOut(status=f"{marks.ERROR} **ZeroGPU**: {sentence}"))
 def _run_on_device(target, drafter, algorithm, form, device="auto", dtype="auto", show_rejected=True, progress=None):
     for values in lab.run_steps(target, drafter, algorithm, form, device, dtype, show_rejected):
         yield _run_out(values)
@@ -254,7 +254,7 @@ def rerender(state, show_rejected):
         return gr.update()
 
 
-@zerogpu.gpu(zerogpu.compare_duration, on_error=lambda sentence: _compare_out(status=f"{marks.ERROR} **ZeroGPU**: {sentence}"))
+@zerogpu.gpu(durations.compare_duration, on_error=lambda sentence: _compare_out(status=f"{marks.ERROR} **ZeroGPU**: {sentence}"))
 def _compare_on_device(target, drafter, form, device="auto", dtype="auto", progress=None):
     for values in lab.compare_steps(target, drafter, form, device, dtype):
         yield _compare_out(**values)
@@ -266,7 +266,7 @@ def compare(target, drafter, form: forms.Form, device="auto", dtype="auto"):
         yield from _on_gpu(_compare_out, _compare_on_device, target, drafter, form, device, dtype)
 
 
-@zerogpu.gpu(zerogpu.drafters_duration, on_error=lambda sentence: DraftersOut(status=f"{marks.ERROR} **ZeroGPU**: {sentence}"))
+@zerogpu.gpu(durations.drafters_duration, on_error=lambda sentence: DraftersOut(status=f"{marks.ERROR} **ZeroGPU**: {sentence}"))
 def _drafters_on_device(target, drafter_names, algorithm, num_prompts, form, device="auto", dtype="auto",
                         progress=None):
     for values in lab.drafters_steps(target, drafter_names, algorithm, num_prompts, form, device, dtype):
@@ -320,7 +320,7 @@ def advise_pair(target, drafter, form: forms.Form, device="auto", dtype="auto") 
     return last
 
 
-@zerogpu.gpu(zerogpu.advise_duration, on_error=lambda sentence: f"{marks.ERROR} **ZeroGPU**: {sentence}")
+@zerogpu.gpu(durations.advise_duration, on_error=lambda sentence: f"{marks.ERROR} **ZeroGPU**: {sentence}")
 def _advise_on_device(target, drafter, form, device="auto", dtype="auto"):
     yield from lab.advise_text(target, drafter, form, device, dtype)
 

@@ -102,7 +102,7 @@ class HubPair:
 _ADA = ("SCROLLS", "1× RTX 6000 Ada")  # the R1-Distill-Qwen-14B runs
 _H100 = "1× H100"
 #: the Hub pairs, in the order the app offers them. Preloaded: the paper's pairs that are not gated, whose weights
-#: fit together (bf16) within a ZeroGPU Space's weight budget (hsd.zerogpu.WEIGHTS_BUDGET) beside the embedded
+#: fit together (bf16) within a ZeroGPU Space's weight budget (hsd.durations.WEIGHTS_BUDGET) beside the embedded
 #: pairs, one measured to speed up and its same-vocabulary control, sharing the target (14.8 + 0.07 + 1.8
 #: billion parameters, 33 GB).
 HUB_PAIRS: tuple[HubPair, ...] = (

@@ -16,8 +16,14 @@ Neither ``spaces`` nor ``gradio`` is imported here: a process that emulates has 
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import ExitStack, contextmanager
+
+
+def on_zerogpu() -> bool:
+    """Whether this process runs on a ZeroGPU Space (``SPACES_ZERO_GPU``, read as ``spaces`` reads it)."""
+    return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
 
 
 def _patching():

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 import hsd
-from . import catalogue, figures, forms, marks, picture, planning, share, viz, zerogpu
+from . import catalogue, durations, figures, forms, marks, picture, planning, share, viz, zerogpu
 from .advise import DYNAMIC_LOOKAHEAD, advise_steps, format_advice
 from .bench import run_each
 from .catalogue import GALLERY
@@ -51,9 +51,9 @@ def comparing(status):
     if busy(text) and COMPARING not in text:
         return f"{marks.BUSY} {COMPARING}{text.lstrip()[len(marks.BUSY):].lstrip()}"
     return status
-# the app's Advise calibrates these, as its duration assumes (hsd/zerogpu.py)
-ADVISE_TOKENS, ADVISE_LOOKAHEADS, ADVISE_DRAFT_THRESHOLDS = (zerogpu.ADVISE_TOKENS, zerogpu.ADVISE_LOOKAHEADS,
-                                                             zerogpu.ADVISE_DRAFT_THRESHOLDS)
+# the app's Advise calibrates these, as its duration assumes (hsd/durations.py)
+ADVISE_TOKENS, ADVISE_LOOKAHEADS, ADVISE_DRAFT_THRESHOLDS = (durations.ADVISE_TOKENS, durations.ADVISE_LOOKAHEADS,
+                                                             durations.ADVISE_DRAFT_THRESHOLDS)
 COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / ψ: the proposal's probability "
                 "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
 BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
@@ -215,7 +215,7 @@ def compare_steps(target, drafter, form: forms.Form, device="auto", dtype="auto"
         pair = planning.load_named_pair(target, drafter, device, dtype)
         forms.check_room(pair, settings, text)
         with planning.device_lock(str(pair.target.device)):
-            for progress in run_each(pair, hsd.usable_algorithms(pair), **zerogpu.compare_settings(),
+            for progress in run_each(pair, hsd.usable_algorithms(pair), **durations.compare_settings(),
                                      **settings.replace(record_distributions=0).to_dict(), **text):
                 if isinstance(progress, str):
                     yield {"status": f"{marks.BUSY} {progress}"}

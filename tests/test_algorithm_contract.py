@@ -8,8 +8,7 @@ import pandas as pd
 import pytest
 
 import hsd
-from hsd import marks
-from hsd import viz
+from hsd import marks, viz
 from hsd.algorithms import sd
 from hsd.cli import main
 

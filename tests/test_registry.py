@@ -8,8 +8,7 @@ import ast
 import pytest
 
 import hsd
-from hsd import marks
-from hsd import figures, viz, zerogpu
+from hsd import durations, figures, marks, viz, zerogpu
 from hsd.advise import advise, format_advice
 from hsd.algorithms import tli
 from hsd.bench import BenchConfig, row_labels, run_bench, run_each
@@ -105,11 +104,11 @@ def test_the_losslessness_check_takes_a_new_algorithm_with_the_default_draws(pai
 
 
 def test_zerogpu_prices_a_new_algorithm_at_the_default_round_cost(toy):
-    target, drafter = zerogpu.Size(1e9, 24, 2048), zerogpu.Size(1e8, 4, 512)
-    seconds = zerogpu.token_seconds("toy", 5, target, drafter)
-    tli_seconds = zerogpu.token_seconds("tli", 5, target, drafter)
+    target, drafter = durations.Size(1e9, 24, 2048), durations.Size(1e8, 4, 512)
+    seconds = durations.token_seconds("toy", 5, target, drafter)
+    tli_seconds = durations.token_seconds("tli", 5, target, drafter)
     assert seconds == pytest.approx(tli_seconds - tli.ALGORITHM.round_seconds + toy.round_seconds)
-    assert zerogpu.token_seconds("toy", 5, target, None) == zerogpu.token_seconds("ar", 5, target, None)
+    assert durations.token_seconds("toy", 5, target, None) == durations.token_seconds("ar", 5, target, None)
 
 
 def test_the_compatibility_report_lists_a_new_algorithm_without_a_cost_note(pair, toy):

@@ -6,8 +6,7 @@ import time
 
 import pytest
 
-from hsd import marks
-from hsd import turns
+from hsd import marks, turns
 from hsd.turns import Turns
 
 

@@ -16,8 +16,7 @@ import pytest
 from huggingface_hub import SpaceCard
 
 import hsd
-from hsd import marks
-from hsd import catalogue, cli, loading, planning, zerogpu
+from hsd import catalogue, cli, durations, loading, marks, planning, refusals, zerogpu
 from hsd.forms import Form
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,18 +102,18 @@ def status(text):
 
 def handlers():
     """Handlers shaped like app.py's (same signatures), decorated as the app decorates them."""
-    @zerogpu.gpu(zerogpu.run_duration, on_error=status)
+    @zerogpu.gpu(durations.run_duration, on_error=status)
     def run(target, drafter, algorithm, form, device="auto", dtype="auto", show_rejected=True, progress=None):
         pair = planning.load_named_pair(target, drafter, device, dtype)
         result = hsd.generate(pair, form.prompt, algorithm=algorithm, max_new_tokens=8, lookahead=int(form.lookahead),
                               temperature=form.temperature, seed=form.seed)
         yield {"status": f"✅ {len(result.token_ids)} tokens"}
 
-    @zerogpu.gpu(zerogpu.compare_duration, on_error=status)
+    @zerogpu.gpu(durations.compare_duration, on_error=status)
     def compare(target, drafter, form, device="auto", dtype="auto", progress=None):
         yield {"status": "compared"}
 
-    @zerogpu.gpu(zerogpu.advise_duration, on_error=status)
+    @zerogpu.gpu(durations.advise_duration, on_error=status)
     def advise_live(target, drafter, form, device="auto", dtype="auto"):
         yield "advised"
 
@@ -123,8 +122,8 @@ def handlers():
 
 def default_args(name):
     """The app's default request, positionally, as Gradio passes it (the progress tracker included)."""
-    r = {**zerogpu.DEFAULT_REQUEST, "show_rejected": True, "progress": object(),
-         "form": Form(**{k: zerogpu.DEFAULT_REQUEST[k] for k in FORM_KEYS})}
+    r = {**durations.DEFAULT_REQUEST, "show_rejected": True, "progress": object(),
+         "form": Form(**{k: durations.DEFAULT_REQUEST[k] for k in FORM_KEYS})}
     return [r[p] for p in SIGNATURES[name]]
 
 
@@ -138,14 +137,14 @@ def with_changes(args: dict, **change) -> dict:
 # ----------------------------------------------------------------------------- durations
 
 def test_duration_functions_have_their_handlers_signatures():
-    for name, fn in [("run", zerogpu.run_duration), ("compare", zerogpu.compare_duration),
-                     ("advise_live", zerogpu.advise_duration)]:
+    for name, fn in [("run", durations.run_duration), ("compare", durations.compare_duration),
+                     ("advise_live", durations.advise_duration)]:
         assert list(inspect.signature(fn).parameters) == SIGNATURES[name], name
 
 
 def test_the_drafters_duration_has_its_handlers_signature_with_the_form():
     app = pytest.importorskip("app")
-    names = list(inspect.signature(zerogpu.drafters_duration).parameters)
+    names = list(inspect.signature(durations.drafters_duration).parameters)
     assert names == list(inspect.signature(app._drafters_on_device).parameters)
     assert names[-4:] == ["form", "device", "dtype", "progress"]
 
@@ -162,29 +161,29 @@ def test_app_handlers_still_have_the_signatures_the_durations_assume():
 def test_handlers_are_decorated_and_the_default_request_fits_an_unauthenticated_quota(spaces):
     run, compare, advise = handlers()
     assert [name for name, _ in spaces.decorated] == ["run", "compare", "advise_live"]
-    assert [d for _, d in spaces.decorated] == [zerogpu.run_duration, zerogpu.compare_duration,
-                                                zerogpu.advise_duration]
+    assert [d for _, d in spaces.decorated] == [durations.run_duration, durations.compare_duration,
+                                                durations.advise_duration]
     assert inspect.isgeneratorfunction(run) and list(inspect.signature(run).parameters) == SIGNATURES["run"]
     list(compare(*default_args("compare")))
     list(advise(*default_args("advise_live")))
-    durations = dict(spaces.calls)
-    table = zerogpu.quota_table()
+    asked = dict(spaces.calls)
+    table = durations.quota_table()
     # the table is a started Space's bound (every algorithm assumed); a checked pair may need fewer
-    assert 0 < durations["compare"] <= table["unauthenticated"]["compare_s"]
-    quota = zerogpu.QUOTAS["unauthenticated"]
+    assert 0 < asked["compare"] <= table["unauthenticated"]["compare_s"]
+    quota = durations.QUOTAS["unauthenticated"]
     for name in ("compare",):  # the scheduler checks duration x the GPU's factor against the quota left
-        assert round(durations[name] * zerogpu.DURATION_FACTOR) <= quota, durations
-    assert 0 < durations["advise_live"] <= zerogpu.ADVISE_CAP_S
+        assert round(asked[name] * durations.DURATION_FACTOR) <= quota, durations
+    assert 0 < asked["advise_live"] <= durations.ADVISE_CAP_S
     # the run's duration: what the stand-in recorded when the handler was called with the default request
-    assert 0 < zerogpu.run_duration(*default_args("run")) <= table["unauthenticated"]["run_s"]
-    assert round(table["unauthenticated"]["run_s"] * zerogpu.DURATION_FACTOR) <= quota
+    assert 0 < durations.run_duration(*default_args("run")) <= table["unauthenticated"]["run_s"]
+    assert round(table["unauthenticated"]["run_s"] * durations.DURATION_FACTOR) <= quota
     assert table["unauthenticated"]["runs"] >= 3 and table["unauthenticated"]["compares"] >= 1
 
 
 def test_the_quota_numbers_in_docstrings_and_docs_are_the_models():
-    t = zerogpu.quota_table()
-    run_doc, cmp_doc = zerogpu.run_duration.__doc__, zerogpu.compare_duration.__doc__
-    req = {k: round(t["PRO"][f"{k}_s"] * zerogpu.DURATION_FACTOR) for k in ("run", "compare")}
+    t = durations.quota_table()
+    run_doc, cmp_doc = durations.run_duration.__doc__, durations.compare_duration.__doc__
+    req = {k: round(t["PRO"][f"{k}_s"] * durations.DURATION_FACTOR) for k in ("run", "compare")}
     assert f"asks\n    for {t['PRO']['run_s']} s, checked against the quota as {req['run']} s" in run_doc
     assert (f"at least {t['unauthenticated']['runs']} default runs unauthenticated (2 min), "
             f"{t['free account']['runs']} with a\n    free account (5 min), {t['PRO']['runs']} with PRO or Team "
@@ -196,7 +195,7 @@ def test_the_quota_numbers_in_docstrings_and_docs_are_the_models():
     docs = (ROOT / "docs" / "app.md").read_text()
     deploy = docs[docs.index("## Deploy"):]
     for tier, row in t.items():
-        assert f"| {tier} | {zerogpu.QUOTAS[tier] // 60} min | {row['runs']} | {row['compares']} |" in deploy, tier
+        assert f"| {tier} | {durations.QUOTAS[tier] // 60} min | {row['runs']} | {row['compares']} |" in deploy, tier
     assert f"asks for {t['PRO']['run_s']} s" in deploy and f"asks for {t['PRO']['compare_s']} s" in deploy
 
 
@@ -204,46 +203,46 @@ def test_durations_follow_the_request_and_never_fail():
     base = dict(zip(SIGNATURES["run"], default_args("run")))
 
     def run(**change):
-        return zerogpu.run_duration(**with_changes(base, **change))
+        return durations.run_duration(**with_changes(base, **change))
 
     assert run(max_new_tokens=512) > run() > run(max_new_tokens=8)
     assert run(algorithm="slrs") > run(algorithm="slem") > run(algorithm="ar")
     assert run(lookahead=12) > run(lookahead=2)
     big = dict(target="deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", drafter="double7/vicuna-68m")
     assert run(**big) > run()
-    assert run(**big, max_new_tokens=1024, algorithm="slrs", lookahead=16) == zerogpu.RUN_CAP_S  # capped
+    assert run(**big, max_new_tokens=1024, algorithm="slrs", lookahead=16) == durations.RUN_CAP_S  # capped
     for junk in (dict(max_new_tokens=None), dict(lookahead="abc"), dict(target="not a model!"),
                  dict(algorithm="nope"), dict(prompt=None)):
         assert isinstance(run(**junk), int) and run(**junk) > 0, junk
     args = dict(zip(SIGNATURES["compare"], default_args("compare")))
-    assert zerogpu.compare_duration(**with_changes(args, max_new_tokens=512)) > zerogpu.compare_duration(**args)
+    assert durations.compare_duration(**with_changes(args, max_new_tokens=512)) > durations.compare_duration(**args)
 
 
 def test_the_duration_counts_what_a_fresh_worker_copies_to_its_gpu(monkeypatch):
-    r = zerogpu.DEFAULT_REQUEST
+    r = durations.DEFAULT_REQUEST
     args = (r["target"], r["drafter"], "slem", r["prompt"], 5, 96)
-    on = zerogpu.estimate_run(*args, zerogpu=True)
-    off = zerogpu.estimate_run(*args, zerogpu=False)
-    moved = zerogpu.preset_bytes() / zerogpu.MOVE_BANDWIDTH
-    assert on.parts["worker start"] == pytest.approx(zerogpu.WORKER_START_S + moved, rel=0.01)
-    assert off.parts["worker start"] == pytest.approx(zerogpu.WORKER_START_S, rel=0.01)  # the embedded pair only
+    on = durations.estimate_run(*args, zerogpu=True)
+    off = durations.estimate_run(*args, zerogpu=False)
+    moved = durations.preset_bytes() / durations.MOVE_BANDWIDTH
+    assert on.parts["worker start"] == pytest.approx(durations.WORKER_START_S + moved, rel=0.01)
+    assert off.parts["worker start"] == pytest.approx(durations.WORKER_START_S, rel=0.01)  # the embedded pair only
 
 
 def test_advise_duration_counts_a_dynamic_lookahead_run_per_draft_threshold(monkeypatch):
-    r = zerogpu.DEFAULT_REQUEST
+    r = durations.DEFAULT_REQUEST
     args = (r["target"], r["drafter"], r["prompt"], "auto", "auto", False)
-    assert zerogpu.ADVISE_DRAFT_THRESHOLDS == hsd.advise.DRAFT_THRESHOLDS == (0.5, 0.7)  # what the app calibrates
-    both = zerogpu.estimate_advise(*args)
-    monkeypatch.setattr(zerogpu, "ADVISE_DRAFT_THRESHOLDS", (0.5,))
-    one = zerogpu.estimate_advise(*args)
-    monkeypatch.setattr(zerogpu, "ADVISE_DRAFT_THRESHOLDS", ())
-    none = zerogpu.estimate_advise(*args)
+    assert durations.ADVISE_DRAFT_THRESHOLDS == hsd.advise.DRAFT_THRESHOLDS == (0.5, 0.7)  # what the app calibrates
+    both = durations.estimate_advise(*args)
+    monkeypatch.setattr(durations, "ADVISE_DRAFT_THRESHOLDS", (0.5,))
+    one = durations.estimate_advise(*args)
+    monkeypatch.setattr(durations, "ADVISE_DRAFT_THRESHOLDS", ())
+    none = durations.estimate_advise(*args)
     assert none.parts["dynamic lookahead"] == 0
     assert one.parts["dynamic lookahead"] > 0
     assert both.parts["dynamic lookahead"] == pytest.approx(2 * one.parts["dynamic lookahead"])
     assert both.parts["calibration"] == none.parts["calibration"]  # the fixed lookaheads cost the same
     assert both.parts["forward costs"] > none.parts["forward costs"]  # target forwards up to 2 x 12 + 2 tokens
-    assert both.seconds > none.seconds and 0 < both.duration <= zerogpu.ADVISE_CAP_S
+    assert both.seconds > none.seconds and 0 < both.duration <= durations.ADVISE_CAP_S
 
 
 # ----------------------------------------------------------------------------- loading outside the GPU
@@ -306,7 +305,7 @@ def test_a_pair_too_large_for_zerogpu_is_refused_and_one_beside_the_presets_evic
     with pytest.raises(hsd.errors.ResourceLimitError, match="ZeroGPU"):  # 59 GB of weights
         zerogpu.make_room("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "microsoft/phi-4", "auto", "auto")
     evicted = []
-    monkeypatch.setattr(zerogpu, "resident_bytes", lambda: int(zerogpu.preset_bytes()))
+    monkeypatch.setattr(zerogpu, "resident_bytes", lambda: int(durations.preset_bytes()))
     monkeypatch.setattr(loading, "release_models", lambda keep=(): evicted.append(keep) or 3)
     assert zerogpu.make_room("microsoft/phi-4", "Qwen/Qwen2.5-0.5B-Instruct", "auto", "auto") == 3
     assert evicted == [()]
@@ -331,7 +330,7 @@ def test_a_quota_error_becomes_a_readable_status_and_the_handler_never_runs(spac
 
 
 def test_other_errors_pass_through_the_guard(spaces):
-    @zerogpu.gpu(zerogpu.advise_duration, on_error=status)
+    @zerogpu.gpu(durations.advise_duration, on_error=status)
     def advise_live(target, drafter, form, device="auto", dtype="auto"):
         raise ValueError("a bug")
         yield
@@ -373,20 +372,20 @@ class HTMLError(gr.Error):  # what spaces raises for a queue timeout
     (RuntimeError("Connection closed by visitor while queueing"), "left", "reload"),
 ])
 def test_each_zerogpu_failure_is_classified_and_says_what_to_do(exc, kind, says):
-    assert zerogpu.classify_gpu_error(exc).kind == kind
-    text = zerogpu.explain_gpu_error(exc)
+    assert refusals.classify_gpu_error(exc).kind == kind
+    text = refusals.explain_gpu_error(exc)
     assert says in text and "\n" not in text and text.endswith(".")
 
 
 @pytest.mark.parametrize("exc", [gr.Error("Cannot divide by zero!"), ValueError("GPU task aborted"),
                                  hsd.errors.HsdError("quota"), RuntimeError("CUDA out of memory")])
 def test_errors_that_are_not_zerogpus_are_left_alone(exc):
-    assert zerogpu.classify_gpu_error(exc) is None and zerogpu.explain_gpu_error(exc) is None
+    assert refusals.classify_gpu_error(exc) is None and refusals.explain_gpu_error(exc) is None
 
 
 def test_the_cpu_space_is_named_when_configured(monkeypatch):
-    monkeypatch.setenv(zerogpu.CPU_SPACE_ENV, "someone/hsd-cpu")
-    assert "https://huggingface.co/spaces/someone/hsd-cpu" in zerogpu.explain_gpu_error(
+    monkeypatch.setenv(refusals.CPU_SPACE_ENV, "someone/hsd-cpu")
+    assert "https://huggingface.co/spaces/someone/hsd-cpu" in refusals.explain_gpu_error(
         gr.Error(QUOTA, title="ZeroGPU quota exceeded"))
 
 
@@ -428,10 +427,10 @@ def test_every_hub_pair_is_described_and_the_preloaded_ones_can_be():
         assert not (p.preload and p.gated), p.label  # gated models cannot be preloaded
         if p.preload:
             assert p.measured and p.sped_up is not None, p.label  # measured by the paper's benchmark
-            assert all(catalogue.HUB_MODELS[n].params * 2 <= zerogpu.GPU_BYTES for n in names)
+            assert all(catalogue.HUB_MODELS[n].params * 2 <= durations.GPU_BYTES for n in names)
     preloaded = [p for p in catalogue.HUB_PAIRS if p.preload]
     assert any(p.sped_up for p in preloaded)
-    assert zerogpu.preset_bytes() <= zerogpu.WEIGHTS_BUDGET < zerogpu.XLARGE_THRESHOLD_BYTES
+    assert durations.preset_bytes() <= durations.WEIGHTS_BUDGET < durations.XLARGE_THRESHOLD_BYTES
     r1 = catalogue.hub_pair("DeepSeek-R1-Distill-Qwen-14B ← vicuna-68m (paper, reasoning)")
     assert "1.59× with SLEM at T=0" in r1.summary() and "Preloaded on the ZeroGPU Space" in r1.summary()
     bad = catalogue.hub_pair("Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)")
@@ -478,7 +477,7 @@ def test_the_app_loads_outside_its_gpu_functions_and_reports_a_quota_error(space
         out = list(app.run(target, drafter, "slem", Form("def f(x):", lookahead=3, max_new_tokens=8), "cpu"))
         assert out[-1].status.startswith(marks.OK), out[-1].status
         assert loads and not any(inside for _, inside in loads)  # every load before the GPU part
-        assert spaces.calls[-1][0] == "_run_on_device" and 0 < spaces.calls[-1][1] <= zerogpu.RUN_CAP_S
+        assert spaces.calls[-1][0] == "_run_on_device" and 0 < spaces.calls[-1][1] <= durations.RUN_CAP_S
         spaces.fail.append(gr.Error(QUOTA, title="ZeroGPU quota exceeded", print_exception=False))
         refused = list(app.run(target, drafter, "slem", Form("def f(x):", lookahead=3, max_new_tokens=8), "cpu"))
         assert refused[-1].status.startswith(f"{marks.ERROR} **ZeroGPU**") and "quota" in refused[-1].status.lower()
