@@ -86,7 +86,12 @@ the position is two integers.
 
 If the checkpoint is lost, the shipped half-precision weights in ``assets/tiny-code/ROLE`` are the
 starting point (``--init``, the default): the optimizer state starts fresh, and the totals start
-from the shipped ``train_log.json``.
+from the shipped ``train_log.json``. A machine lent for one session keeps no work folder, so at a session's end
+``snapshot`` writes the checkpoint's weights, unjudged, where the repository keeps them (``training/``), and the
+next session resumes from them in a fresh work folder (the totals carry over, from ``training.json``):
+
+    python scripts/train_pair.py snapshot --role target --work ~/.cache/hsd-train --out training
+    python scripts/train_pair.py resume --role target --work ~/.cache/hsd-train --init training/target --minutes 120
 """
 
 from __future__ import annotations
@@ -265,7 +270,11 @@ def save_checkpoint(path: Path, state: dict) -> None:
 
 
 def shipped_totals(init_dir: Path, role: str) -> dict:
-    """Steps, tokens and seconds of the run that produced the shipped weights (its train_log.json)."""
+    """Steps, tokens and seconds of the run that produced the shipped weights (its train_log.json), or of the
+    sessions before a :func:`snapshot` (its training.json), so a history carried across machines stays whole."""
+    snap = init_dir / "training.json"
+    if snap.is_file():
+        return dict(json.loads(snap.read_text())["totals"])
     logf = init_dir.parent / "train_log.json"
     if not logf.is_file() or (role in FRESH and not (init_dir / "config.json").is_file()):
         return dict(steps=0, tokens=0, seconds=0.0, sessions=[])
@@ -944,6 +953,38 @@ def export(args) -> int:
     return 0
 
 
+def snapshot(args) -> int:
+    """The checkpoint's weights as a float16 model folder, ``--out``/ROLE, written without judging them, and what
+    they are beside them (``training.json``: the totals, the segments, the quick held-out evaluations): what another
+    session continues from with ``resume --init OUT/ROLE`` when the work folder is gone (a machine lent for one
+    session keeps nothing). The optimizer's moments are not kept, so the next segment warms up again; the held-out
+    comparison with the shipped weights and the model card are ``export``'s, once training is done."""
+    from train_common import round_to_fp16_, save_model_dir
+
+    work, role = Path(args.work).expanduser(), args.role
+    ckpt_path = work / "ckpt" / f"{role}.pt"
+    if not ckpt_path.is_file():
+        raise SystemExit(f"no checkpoint at {ckpt_path}: run `train_pair.py resume --role {role}` first")
+    if args.out == str(ROOT / "assets" / "tiny-code"):
+        raise SystemExit("snapshot writes unjudged weights: give --out a folder outside the shipped pair "
+                         "(export replaces the shipped weights once they are better)")
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    init = Path(str(state.get("init") or ROOT / "assets" / "tiny-code" / role))
+    model, grown = checkpoint_model(state, init, role)
+    tok = load_init(init, role, state.get("seed", 1234))[1]
+    round_to_fp16_(model)
+    out_dir = Path(args.out) / role
+    save_model_dir(model, tok, out_dir)
+    record = dict(role=role, totals=state["totals"], segments=state["segments"], hyper=state["hyper"],
+                  quick_evals=state.get("evals", [])[-20:], grown=grown, started_from=str(init),
+                  segment_finished=segment_finished(state["segment"]),
+                  written=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    (out_dir / "training.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    log(f"wrote {out_dir}: {state['totals']['tokens']:,} tokens trained in all; continue with "
+        f"`train_pair.py resume --role {role} --init {out_dir} --minutes M` in a fresh work folder")
+    return 0
+
+
 def blend(args) -> int:
     """Move the checkpoint's weights a share of the way toward another checkpoint of the same model.
 
@@ -1037,7 +1078,8 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
     ap.add_argument("--eval-minutes", type=float, default=10.0)
     ap.add_argument("--status", action="store_true", help="print the checkpoint's totals and segments, then exit")
-    ap.add_argument("--out", default=str(ROOT / "assets" / "tiny-code"), help="export: the pair folder to update")
+    ap.add_argument("--out", default=str(ROOT / "assets" / "tiny-code"),
+                    help="export: the pair folder to update; snapshot: where ROLE/ goes (not the shipped pair)")
     ap.add_argument("--force", action="store_true", help="export even if the held-out loss is not lower")
     ap.add_argument("--sample-tokens", type=int, default=96, help="export: new tokens per model-card sample")
     ap.add_argument("--distill-from", default=None, metavar="TARGET_DIR",
@@ -1091,9 +1133,9 @@ def main(argv=None) -> int:
                     "(the rest sample at temperature 1)")
     ap.add_argument("--heldout-samples", type=int, default=128, help="distill: greedy held-out continuations")
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv.pop(0) if argv and argv[0] in ("resume", "export", "distill", "blend") else "resume"
+    command = argv.pop(0) if argv and argv[0] in ("resume", "export", "distill", "blend", "snapshot") else "resume"
     args = ap.parse_args(argv)
-    return dict(resume=resume, export=export, distill=distill, blend=blend)[command](args)
+    return dict(resume=resume, export=export, distill=distill, blend=blend, snapshot=snapshot)[command](args)
 
 
 if __name__ == "__main__":

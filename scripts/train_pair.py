@@ -933,7 +933,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in ("resume", "export", "distill", "blend"):
+    if len(sys.argv) > 1 and sys.argv[1] in ("resume", "export", "distill", "blend", "snapshot"):
         import resumable
 
         sys.exit(resumable.main(sys.argv[1:]))

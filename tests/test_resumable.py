@@ -180,6 +180,33 @@ def test_export_writes_a_loadable_float16_model_and_a_card_with_the_history(work
     assert log["target"]["totals"]["steps"] == 3
 
 
+def test_a_snapshot_keeps_the_weights_for_another_session_which_continues_from_them(work, tmp_path):
+    """A lent machine keeps nothing: ``snapshot`` writes the checkpoint's weights (float16) with its history, and a
+    fresh work folder resumes from them with ``--init``."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    work_dir, init = work
+    assert _resume(work_dir, init, "--steps", "3") == 0
+    out = tmp_path / "training"
+    assert resumable.main(["snapshot", "--work", str(work_dir), "--out", str(out), "--threads", "1"]) == 0
+    model = AutoModelForCausalLM.from_pretrained(out / "target")
+    state = _checkpoint(work_dir)
+    for key, value in model.state_dict().items():
+        if key in state["model"]:
+            assert torch.equal(value, state["model"][key].half().float()), key
+    record = json.loads((out / "target" / "training.json").read_text())
+    assert record["totals"]["steps"] == 3 and record["segment_finished"] and record["started_from"] == str(init)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(work_dir / "corpus", fresh / "corpus")  # the corpus is rebuilt by build_corpus; the rest is gone
+    assert _resume(fresh, out / "target", "--steps", "2") == 0
+    again = _checkpoint(fresh)
+    assert again["init"] == str(out / "target") and again["totals"]["steps"] == 3 + 2  # the history carries over
+    with pytest.raises(SystemExit, match="outside the shipped pair"):  # never over the shipped weights unjudged
+        resumable.main(["snapshot", "--work", str(work_dir), "--threads", "1"])
+
+
 def test_a_grown_target_trains_and_exports_over_the_shallower_shipped_one(work, tmp_path):
     """``grow`` then ``resume --init GROWN`` then ``export``: the export takes the checkpoint's shape, not the
     shipped model's, and the card says how the model was grown."""
