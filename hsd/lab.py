@@ -58,27 +58,30 @@ COLUMNS_HELP = ("p: the target's probability of the proposed token; q / q′ / �
                 "(SD / TLI / SLRS; SLEM has none); P(accept) = min(1, p/q), or p for SLEM's exact match.")
 BAD_DRAFTER = "Llama-3.1-8B-Instruct ← Qwen2.5-0.5B-Instruct (bad drafter)"
 #: (label, preset, prompt, algorithm, temperature, lookahead, max new tokens[, drafter temperature[, draft
-#: threshold[, shared noise]]]); the label says what the example shows in a few words (the form, and the folded
-#: settings' summary, show every setting it fills). Prompts end at the end of a line: the target's BPE merges a
-#: newline with the next line's indentation, so a prompt ending in a bare newline means "unindented line or end of
-#: file" to it (docs/embedded-pair.md). The examples show a classroom that the drafter decides: on the embedded
-#: pair sampling with the greedy drafter does not pay (TLI at T=1, k=5: slower than AR, as its label says) and the
-#: drafter trained on the target's distribution (tiny-code-sampling) does; SLEM at T=0.7 with shared noise (k=3)
-#: writes AR's text for the same seed. Each label's claim is what `benchmarks/app_examples.py` measures against AR
-#: on the app's thread choice (hsd/threads.py). The first example (and the app's default prompt) is one whose
-#: greedy SLEM speedup is about the pair's average, not the best prompt found.
+#: threshold[, shared noise]]]); the label says what the example shows in a few words and its speed against AR on
+#: code the pair never saw (the form, and the folded settings' summary, show every setting it fills). The figures
+#: are `benchmarks/app_examples.py --held-out 12`: each example's settings on twelve functions of packages the
+#: corpus holds out whole, on the app's thread choice (docs/benchmarks/app-examples-held-out.md); on its own prompt
+#: an example may run faster or slower. Prompts end at the end of a line: the target's BPE merges a newline with the
+#: next line's indentation, so a prompt ending in a bare newline means "unindented line or end of file" to it
+#: (docs/embedded-pair.md). The examples show a classroom that the drafter decides: sampling with the greedy drafter
+#: does not pay (TLI at T=1, k=5) and the drafter trained on the target's distribution (tiny-code-sampling) does
+#: better; SLEM at T=0.7 with shared noise (k=3) writes AR's text for the same seed. The first example (and the
+#: app's default prompt) is one whose greedy SLEM speedup is about the pair's average, not the best prompt found.
 #: A label longer than :data:`EXAMPLE_LABEL_MAX` characters is cut by Gradio 6's example cell (its Example
 #: components end a longer string with "...").
 EXAMPLE_LABEL_MAX = 60
 EXAMPLES = [
-    ("SLEM, greedy: read_lines", EMBEDDED, "import os\n\n\ndef read_lines(path):", "slem", 0, 12, 96, None, 0.5),
-    ("SLEM, greedy: class Stack", EMBEDDED, "class Stack:\n    def __init__(self):", "slem", 0, 5, 96),
-    ("SD: a drafter with the target's tokenizer", SHARED, "def fibonacci(n):", "sd", 0, 5, 96),
-    ("TLI sampling, greedy drafter: slower than AR", EMBEDDED, "def fibonacci(n):", "tli", 1.0, 5, 96),
-    ("TLI sampling, a drafter trained for sampling", SAMPLING, "def fibonacci(n):", "tli", 1.0, 2, 96),
+    ("SLEM, greedy, k ≤ 12: 1.2x AR on unseen code", EMBEDDED, "import os\n\n\ndef read_lines(path):", "slem", 0,
+     12, 96, None, 0.5),
+    ("SLEM, greedy, k = 5: 1.0x AR on unseen code", EMBEDDED, "class Stack:\n    def __init__(self):", "slem", 0,
+     5, 96),
+    ("SD, the target's own tokenizer: 1.4x AR", SHARED, "def fibonacci(n):", "sd", 0, 5, 96),
+    ("TLI sampling, greedy drafter: 0.8x AR (slower)", EMBEDDED, "def fibonacci(n):", "tli", 1.0, 5, 96),
+    ("TLI sampling, drafter for sampling: 1.0x AR", SAMPLING, "def fibonacci(n):", "tli", 1.0, 2, 96),
     ("SLEM sampling, shared noise: AR's very text", SAMPLING, "class Stack:\n    def __init__(self):", "slem", 0.7, 3,
      96, None, 0.0, True),
-    ("SLRS: a byte-level drafter", BYTES, "def fibonacci(n):", "slrs", 0, 1, 64),
+    ("SLRS, a byte-level drafter: 0.9x AR", BYTES, "def fibonacci(n):", "slrs", 0, 1, 64),
     ("A bad drafter for an 8B target (GPU)", BAD_DRAFTER, "Summarise the plot of Hamlet in three sentences.", "slem",
      0, 5, 64),
 ]

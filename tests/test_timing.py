@@ -1,5 +1,6 @@
 """Timing hygiene: hsd's OpenMP defaults before torch starts, and comparisons that report their spread."""
 
+import json
 import os
 import subprocess
 import sys
@@ -175,6 +176,12 @@ def test_the_app_examples_benchmark_runs_each_example_against_ar(thread_choice, 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import app_examples
 
+    rows_file = Path(__file__).resolve().parent.parent / "assets" / "prompts" / "code-packages.jsonl"
+    package_of = {row["prompt"]: row["package"] for row in map(json.loads, rows_file.read_text().splitlines())}
+    prompts = app_examples.held_out_prompts(3)
+    assert len({package_of[p] for p in prompts}) == 3  # one function of each of three held-out packages
+    held = app_examples.main(["--held-out", "2", "--max-new-tokens", "8", "--only", "0"])
+    assert held[0]["seeds"] == 2
     rows = app_examples.main(["--threads", "auto", "--seeds", "2", "--max-new-tokens", "8", "--only", "0", "5"])
     assert [r["label"] for r in rows] == [app_examples.EXAMPLES[i][0] for i in (0, 5)]
     assert rows[1]["same"] == 2  # shared noise: the example writes AR's text at every seed
