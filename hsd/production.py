@@ -390,88 +390,93 @@ def _transformers_drafting_notes(algorithm: str, s: dict, f: PairFacts) -> list[
 
 
 def _transformers(target: str, drafter: str | None, algorithm: str, s: dict, f: PairFacts) -> EngineConfig:
-    k, t = s["lookahead"], s["temperature"]
     a = ALGORITHMS[algorithm]
-    equivalent = a.engine_equivalent
-    theta = _threshold(algorithm, s)
-    gen = _sampling_hf(s)
-    notes = []
-    assistant_cfg: dict = {}
-    tokenizers = False
-    if not a.needs_drafter:
-        runs, match = "plain generate()", "same" if equivalent == "ar" else "none"
-    else:
-        assistant_cfg = {"num_assistant_tokens": k, "num_assistant_tokens_schedule": "constant",
-                         "assistant_confidence_threshold": theta}
-        if theta:
-            notes.append("Draft length lives on the drafter's generation_config (num_assistant_tokens; passed to "
-                         f"generate() it has no effect); 'constant' drafts up to {k} tokens per round, and "
-                         f"assistant_confidence_threshold={theta:g} ends a draft after a token the assistant gives "
-                         "less than that (Transformers' ConfidenceCriteria): hsd's draft_threshold.")
-        else:
-            notes.append("Draft length lives on the drafter's generation_config (num_assistant_tokens; passed to "
-                         "generate() it has no effect); 'constant' and a confidence threshold of 0 draft exactly "
-                         f"{k} tokens per round as hsd did (the defaults, 20 and 0.4, cut drafts short).")
-        if f.shared_vocabulary:
-            runs = "assisted generation with a same-vocabulary assistant (speculative sampling when do_sample)"
-            match = "same"
-            if equivalent != "sd":
-                notes.append(f"The vocabularies are shared, so {algorithm.upper()} reduces to SD: pass no tokenizers.")
-        else:
-            tokenizers = True
-            equal = f.target_vocab_size is not None and f.target_vocab_size == f.drafter_vocab_size
-            if t == 0:
-                runs = "Universal Assisted Generation (SLEM: drafts decoded to text and re-encoded)"
-                match = {"slem": "same", "tli": "same output, other algorithm"}.get(equivalent, "none")
-            else:
-                runs = "Universal Speculative Decoding (TLI, drafter sampled over the shared tokens)"
-                match = "lossy" if equivalent == "tli" else "none"
-                notes.append("Transformers 5.24's TLI sampling is lossy with fast tokenizers (its pruned LM head's rows "
-                             "are scattered in the wrong order: first-token TV 0.371 against a noise floor of 0.089, "
-                             "measured by this project with hsd's Lossless? check). Use it greedily, or "
-                             "another engine, where the distribution matters.")
-                notes.append("It also prunes the drafter's LM head in place: load a fresh drafter for other uses.")
-            if equivalent == "slem" and t > 0:
-                notes.append("Transformers runs SLEM only when greedy: with do_sample=True it switches to its TLI.")
-            if equivalent == "tli" and t == 0:
-                notes.append("Greedy TLI is not offered: do_sample=False runs SLEM, which gives the same greedy "
-                             "output (both are lossless).")
-            if equivalent is None:
-                notes.append(f"Transformers has no {algorithm.upper()}; the configuration shown is what it runs for "
-                             "these settings.")
-            if equal:
-                match = "none"
-                notes.insert(0, f"Both configs have vocab_size {f.target_vocab_size}: Transformers then refuses "
-                                "assistant_tokenizer (it treats equal sizes as one vocabulary), so it cannot run this "
-                                "pair with different tokenizers at all.")
+    runs, match, notes, assistant_cfg, tokenizers = _transformers_route(algorithm, s, f)
     if a.needs_drafter:
         notes += _transformers_drafting_notes(algorithm, s, f)
-    if t > 0:
+    if s["temperature"] > 0:
         notes.append("Seed with torch.manual_seed(seed) before generate(): the draws differ from hsd's.")
-    lines = ["import torch", "from transformers import AutoModelForCausalLM, AutoTokenizer", "",
-             f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
-             f"model = AutoModelForCausalLM.from_pretrained({target!r})"]
-    call = dict(gen)
-    if a.needs_drafter:
-        lines += [f"assistant_model = AutoModelForCausalLM.from_pretrained({drafter!r})"]
-        lines += [f"assistant_model.generation_config.{key} = {v!r}" for key, v in assistant_cfg.items()]
-        if tokenizers:
-            lines += [f"assistant_tokenizer = AutoTokenizer.from_pretrained({drafter!r})"]
-    lines += ["", "inputs = tokenizer(prompt, return_tensors='pt')  # batch size 1"]
-    if t > 0:
-        lines.append(f"torch.manual_seed({s['seed']})")
-    extra = ""
-    if a.needs_drafter:
-        extra = "    assistant_model=assistant_model,\n"
-        if tokenizers:
-            extra += "    tokenizer=tokenizer,\n    assistant_tokenizer=assistant_tokenizer,\n"
-    lines.append(f"out = model.generate(\n    **inputs,\n{extra}{_kw(call, '    ')})")
-    lines.append("print(tokenizer.decode(out[0, inputs['input_ids'].shape[1]:]))")
+    call = dict(_sampling_hf(s))
+    code = _transformers_code(target, drafter, a.needs_drafter, s, call, assistant_cfg, tokenizers)
     config = {"generate_kwargs": {**({"assistant_model": drafter} if a.needs_drafter else {}),
                                   **({"tokenizer": target, "assistant_tokenizer": drafter} if tokenizers else {}),
                                   **call},
               "assistant_generation_config": assistant_cfg}
-    return EngineConfig("Transformers 5.24", runs, match, "\n".join(lines) + "\n", config, None, notes)
+    return EngineConfig("Transformers 5.24", runs, match, code, config, None, notes)
+
+
+def _transformers_route(algorithm: str, s: dict, f: PairFacts) -> tuple[str, str, list[str], dict, bool]:
+    """What Transformers runs for hsd's ``algorithm`` at these settings: its name for it, how it matches hsd's
+    (:data:`MATCHES`), the notes on where it differs, the assistant's generation_config, and whether it needs both
+    tokenizers (different vocabularies)."""
+    k, t = s["lookahead"], s["temperature"]
+    a = ALGORITHMS[algorithm]
+    equivalent, theta = a.engine_equivalent, _threshold(algorithm, s)
+    if not a.needs_drafter:
+        return "plain generate()", "same" if equivalent == "ar" else "none", [], {}, False
+    assistant_cfg = {"num_assistant_tokens": k, "num_assistant_tokens_schedule": "constant",
+                     "assistant_confidence_threshold": theta}
+    if theta:
+        notes = ["Draft length lives on the drafter's generation_config (num_assistant_tokens; passed to "
+                 f"generate() it has no effect); 'constant' drafts up to {k} tokens per round, and "
+                 f"assistant_confidence_threshold={theta:g} ends a draft after a token the assistant gives "
+                 "less than that (Transformers' ConfidenceCriteria): hsd's draft_threshold."]
+    else:
+        notes = ["Draft length lives on the drafter's generation_config (num_assistant_tokens; passed to "
+                 "generate() it has no effect); 'constant' and a confidence threshold of 0 draft exactly "
+                 f"{k} tokens per round as hsd did (the defaults, 20 and 0.4, cut drafts short)."]
+    if f.shared_vocabulary:
+        if equivalent != "sd":
+            notes.append(f"The vocabularies are shared, so {algorithm.upper()} reduces to SD: pass no tokenizers.")
+        return ("assisted generation with a same-vocabulary assistant (speculative sampling when do_sample)", "same",
+                notes, assistant_cfg, False)
+    if t == 0:
+        runs = "Universal Assisted Generation (SLEM: drafts decoded to text and re-encoded)"
+        match = {"slem": "same", "tli": "same output, other algorithm"}.get(equivalent, "none")
+    else:
+        runs = "Universal Speculative Decoding (TLI, drafter sampled over the shared tokens)"
+        match = "lossy" if equivalent == "tli" else "none"
+        notes.append("Transformers 5.24's TLI sampling is lossy with fast tokenizers (its pruned LM head's rows "
+                     "are scattered in the wrong order: first-token TV 0.371 against a noise floor of 0.089, "
+                     "measured by this project with hsd's Lossless? check). Use it greedily, or "
+                     "another engine, where the distribution matters.")
+        notes.append("It also prunes the drafter's LM head in place: load a fresh drafter for other uses.")
+    if equivalent == "slem" and t > 0:
+        notes.append("Transformers runs SLEM only when greedy: with do_sample=True it switches to its TLI.")
+    if equivalent == "tli" and t == 0:
+        notes.append("Greedy TLI is not offered: do_sample=False runs SLEM, which gives the same greedy "
+                     "output (both are lossless).")
+    if equivalent is None:
+        notes.append(f"Transformers has no {algorithm.upper()}; the configuration shown is what it runs for "
+                     "these settings.")
+    if f.target_vocab_size is not None and f.target_vocab_size == f.drafter_vocab_size:
+        match = "none"
+        notes.insert(0, f"Both configs have vocab_size {f.target_vocab_size}: Transformers then refuses "
+                        "assistant_tokenizer (it treats equal sizes as one vocabulary), so it cannot run this "
+                        "pair with different tokenizers at all.")
+    return runs, match, notes, assistant_cfg, True
+
+
+def _transformers_code(target: str, drafter: str | None, needs_drafter: bool, s: dict, call: dict,
+                       assistant_cfg: dict, tokenizers: bool) -> str:
+    """The Python that runs the configuration with Transformers, batch size 1."""
+    lines = ["import torch", "from transformers import AutoModelForCausalLM, AutoTokenizer", "",
+             f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
+             f"model = AutoModelForCausalLM.from_pretrained({target!r})"]
+    extra = ""
+    if needs_drafter:
+        lines += [f"assistant_model = AutoModelForCausalLM.from_pretrained({drafter!r})"]
+        lines += [f"assistant_model.generation_config.{key} = {v!r}" for key, v in assistant_cfg.items()]
+        extra = "    assistant_model=assistant_model,\n"
+        if tokenizers:
+            lines += [f"assistant_tokenizer = AutoTokenizer.from_pretrained({drafter!r})"]
+            extra += "    tokenizer=tokenizer,\n    assistant_tokenizer=assistant_tokenizer,\n"
+    lines += ["", "inputs = tokenizer(prompt, return_tensors='pt')  # batch size 1"]
+    if s["temperature"] > 0:
+        lines.append(f"torch.manual_seed({s['seed']})")
+    lines.append(f"out = model.generate(\n    **inputs,\n{extra}{_kw(call, '    ')})")
+    lines.append("print(tokenizer.decode(out[0, inputs['input_ids'].shape[1]:]))")
+    return "\n".join(lines) + "\n"
 
 
 def production_config(target: str, drafter: str | None, algorithm: str, *, temperature: float = 0.0, top_k: int = 0,
