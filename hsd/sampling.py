@@ -75,7 +75,7 @@ class Sampling:
         """:meth:`probs`, except that greedy rows are a :class:`OneHot` of their argmax: nothing is built over the
         vocabulary for a distribution whose whole mass is on one token."""
         if self.greedy:
-            return OneHot(tuple(argmax(logits.float()).tolist()), logits.shape[-1], logits.device)
+            return OneHot.of_logits(logits.float())
         return self.probs(logits)
 
 
@@ -87,30 +87,59 @@ def argmax(x: torch.Tensor) -> torch.Tensor:
     return x.argmax(-1)
 
 
-@dataclass(frozen=True)
 class OneHot:
     """Distributions that put all their mass on one token each (greedy decoding's, spec §0), held as those tokens'
     ids: rows ``[len(ids), size]`` that are never built unless a picture asks for one (:func:`row`). ``p[i]`` is
     row ``i`` as a one-row ``OneHot``; :func:`probs_at`, :func:`row` and :func:`draw` read a ``OneHot`` and a
-    tensor of probabilities alike, with the same values."""
+    tensor of probabilities alike, with the same values.
 
-    ids: tuple[int, ...]
-    size: int  # the vocabulary's
-    device: torch.device
+    :meth:`of_logits` holds a forward's logits instead, and on a CPU searches a row for its argmax only when a rule
+    first reads that row (:meth:`id`): verification stops at the first rejected position (spec §1 and §2), so the
+    rows after it are never read, and each is a pass over the whole vocabulary. On an accelerator every row's
+    argmax is taken at once, in one transfer to the host."""
+
+    __slots__ = ("_ids", "_logits", "size", "device")
+
+    def __init__(self, ids, size: int, device: torch.device):
+        self._ids: list[int | None] = list(ids)
+        self._logits: torch.Tensor | None = None
+        self.size = size  # the vocabulary's
+        self.device = device
+
+    @classmethod
+    def of_logits(cls, logits: torch.Tensor) -> OneHot:
+        """The argmax of each row of ``logits`` (``[n, V]``, float32), searched when read."""
+        if logits.device.type != "cpu":
+            return cls(argmax(logits).tolist(), logits.shape[-1], logits.device)
+        out = cls([None] * logits.shape[0], logits.shape[-1], logits.device)
+        out._logits = logits
+        return out
+
+    def id(self, i: int) -> int:
+        """Row ``i``'s token."""
+        t = self._ids[i]
+        if t is None:
+            t = self._ids[i] = int(argmax(self._logits[i]))
+        return t
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        """Every row's token."""
+        return tuple(self.id(i) for i in range(len(self._ids)))
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self._ids)
 
     def __getitem__(self, i: int) -> OneHot:
-        return OneHot((self.ids[i],), self.size, self.device)
+        return OneHot((self.id(i),), self.size, self.device)
 
     def at(self, tokens: list[int]) -> torch.Tensor:
-        """Row ``i``'s probability of ``tokens[i]``: 1 or 0."""
-        return torch.tensor([float(a == t) for a, t in zip(self.ids, tokens)], device=self.device)
+        """Row ``i``'s probability of ``tokens[i]``: 1 or 0 (rows past ``len(tokens)`` are not read)."""
+        return torch.tensor([float(self.id(i) == t) for i, t in enumerate(tokens)], device=self.device)
 
     def row(self, i: int) -> torch.Tensor:
         out = torch.zeros(self.size, device=self.device)
-        out[self.ids[i]] = 1.0
+        out[self.id(i)] = 1.0
         return out
 
 
@@ -196,7 +225,7 @@ def pick_at(probs: torch.Tensor | OneHot, sampling: Sampling, rng: Rng, vocab, o
     """One token from the row ``probs``: the shared noise field's draw at ``(offset, empties)`` when ``rng``
     shares noise (:mod:`hsd.noise`), else :func:`pick`'s."""
     if isinstance(probs, OneHot):
-        return probs.ids[0]
+        return probs.id(0)
     if sampling.greedy or not rng.shared:
         return int(pick(probs.unsqueeze(0), sampling, rng)[0])
     return rng.draw_at(probs, vocab, offset, empties)

@@ -62,9 +62,9 @@ class Position:
     """Verification of one proposed target token."""
 
     token: int
-    p: float  # target probability of the proposed token, after sampling settings
+    p: float | None  # target probability of the proposed token, after sampling settings; None if unverified
     q: float | None  # proposal probability (q for SD, q' for TLI, psi for SLRS; None for SLEM)
-    accept_prob: float  # min(1, p/q) for rejection sampling; p for exact match
+    accept_prob: float | None  # min(1, p/q) for rejection sampling; p for exact match; None if unverified
     outcome: str  # "accepted" | "rejected" | "unverified"
     # SLRS only: why the proposal was ⊥ (always rejected; ``token`` is then the drafted target token, or -1 if
     # there was none): "heavy" (its exact ψ needs more than slrs_max_paths drafter paths), "unlikely" (not among

@@ -104,10 +104,16 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 def _positions(tokens, p_t, q_t, accept, n_accepted, n_checked) -> list[Position]:
+    """The trace's positions. ``p_t`` and ``accept`` are read for the first ``n_checked`` (the verified ones); an
+    unverified position, after the first rejection, has no ``p`` and no acceptance probability: the rule never
+    reached it. ``q_t``, the proposal's probabilities, is known for every position."""
     out = []
     for i, t in enumerate(tokens):
-        outcome = "accepted" if i < n_accepted else "rejected" if i < n_checked else "unverified"
-        out.append(Position(int(t), float(p_t[i]), None if q_t is None else float(q_t[i]), float(accept[i]), outcome))
+        checked = i < n_checked
+        outcome = "accepted" if i < n_accepted else "rejected" if checked else "unverified"
+        q = None if q_t is None or q_t[i] is None else float(q_t[i])
+        out.append(Position(int(t), float(p_t[i]) if checked else None, q, float(accept[i]) if checked else None,
+                            outcome))
     return out
 
 
@@ -126,9 +132,14 @@ def rejection(p: torch.Tensor | OneHot, q, proposal: list[int], sampling: Sampli
     if isinstance(p, OneHot) and isinstance(q, OneHot):
         # Greedy target and drafter: p_i(t) and q_i(t) are 1 or 0, so min(1, p/q) is 1 where both are 1, else 0,
         # and no uniform decides anything. It is drawn all the same, so the generator moves as in the general case.
-        p_t = [float(a == t) for a, t in zip(p.ids, proposal)]
+        # The target's rows are read up to the first rejection only.
         q_t = [float(a == t) for a, t in zip(q.ids, proposal)]
-        accept = [pt * qt for pt, qt in zip(p_t, q_t)]
+        p_t, accept = [], []
+        for i, t in enumerate(proposal):
+            p_t.append(float(p.id(i) == t))
+            accept.append(p_t[i] * q_t[i])
+            if accept[i] < 1.0:
+                break
         rng.uniform(m, device)
         n = next((i for i, a in enumerate(accept) if a < 1.0), m)
     else:
@@ -139,7 +150,7 @@ def rejection(p: torch.Tensor | OneHot, q, proposal: list[int], sampling: Sampli
         p_t, q_t, accept = p_tensor.tolist(), q_tensor.tolist(), ratio.tolist()
     if n < m:
         if isinstance(p, OneHot):  # p_n is one-hot on a: max(0, p_n - q_n) is 0 off a, so the residual is p_n
-            token = p.ids[n]
+            token = p.id(n)
         else:
             token = int(pick(residual(p[n], row(q, n).to(device)).unsqueeze(0), sampling, rng)[0])
         label = "corrected"
@@ -206,9 +217,8 @@ def sequential_rejection(p: torch.Tensor | OneHot, proposal: list[int], q_of: Ca
         label = "corrected"
     else:
         token, label = _bonus(p, m, sampling, rng), "bonus"
-    for t in proposal[len(p_t):]:
-        p_t.append(_prob(p, len(p_t), t) if t >= 0 and len(p_t) < len(p) else 0.0)
-        q_t.append(None), accept.append(0.0)
+    for _ in proposal[len(p_t):]:  # unverified: nothing was computed there
+        p_t.append(None), q_t.append(None), accept.append(None)
     positions = _positions(proposal, p_t, None, accept, n, min(n + 1, m))
     for pos, q in zip(positions, q_t):
         pos.q = q
@@ -226,7 +236,7 @@ def sequential_rejection(p: torch.Tensor | OneHot, proposal: list[int], q_of: Ca
 
 def _prob(p, i: int, t: int) -> float:
     """``p_i(t)``."""
-    return float(p[i, t]) if isinstance(p, torch.Tensor) else float(p.ids[i] == t)
+    return float(p[i, t]) if isinstance(p, torch.Tensor) else float(p.id(i) == t)
 
 
 def exact_match(p: torch.Tensor | OneHot, proposal: list[int], sampling: Sampling, rng: Rng,
@@ -239,6 +249,8 @@ def exact_match(p: torch.Tensor | OneHot, proposal: list[int], sampling: Samplin
     mismatch."""
     m = len(proposal)
     n = 0
+    if own_at is None and isinstance(p, OneHot):
+        own_at = p.id  # greedy: the target's token at each position, each row read only up to the first mismatch
     if own_at is None:
         own = draw(p, sampling, rng)
         while n < m and own[n] == proposal[n]:
@@ -248,7 +260,7 @@ def exact_match(p: torch.Tensor | OneHot, proposal: list[int], sampling: Samplin
         while n < m and own[n] == proposal[n]:
             n += 1
             own.append(own_at(n))
-    p_t = probs_at(p, proposal).tolist() if m else []
+    p_t = probs_at(p, proposal[:n + 1]).tolist() if m else []
     label = "bonus" if n == m else "corrected"
     positions = _positions(proposal, p_t, q_t, p_t, n, min(n + 1, m))
 

@@ -243,6 +243,7 @@ class IntersectionMaps:
     of the drafter's ``q'`` into target ids: drafter ids ``src`` add into target ids ``dst``."""
 
     allowed: torch.Tensor  # (n_drafter,) bool
+    blocked: torch.Tensor  # the drafter ids that are not allowed: what drafting masks, one index_fill per token
     src: torch.Tensor  # drafter ids in the intersection
     dst: torch.Tensor  # their target ids
     drafter_to_target: list[int]  # every drafter id's target id, -1 outside the intersection
@@ -273,7 +274,8 @@ class PairVocab:
             groups: dict[int, tuple[int, ...]] = {}
             for d, t in zip(src.tolist(), d2t[src].tolist()):
                 groups[t] = groups.get(t, ()) + (d,)
-            self._maps[key] = IntersectionMaps(allowed.to(drafter_device), src.to(drafter_device),
+            self._maps[key] = IntersectionMaps(allowed.to(drafter_device),
+                                               (~allowed).nonzero().squeeze(-1).to(drafter_device), src.to(drafter_device),
                                                d2t[src].to(target_device), d2t.tolist(), groups)
         return self._maps[key]
 

@@ -177,3 +177,31 @@ def test_engine_cost_gpu_specs_have_the_size_they_are_named_for(name, low, high)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     assert low < sum(p.numel() for p in model.parameters()) < high
+
+
+def test_greedy_target_rows_are_searched_only_up_to_the_first_rejection():
+    """``OneHot.of_logits`` gives the argmax of each row, and verification reads rows only as far as it gets: a
+    round rejected at its first proposal searches one row; unverified positions carry no ``p``."""
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(6, 5000, generator=gen)
+    best = logits.argmax(-1).tolist()
+    greedy = Sampling(0.0)
+    wrong = [(t + 1) % 5000 for t in best[:5]]
+    p = OneHot.of_logits(logits)
+    v = verify.exact_match(p, wrong, greedy, Rng(0))
+    assert (v.n_accepted, v.token) == (0, best[0])
+    assert p._ids[1:] == [None] * 5  # rows 1-5 were never searched
+    assert [pos.p for pos in v.positions] == [0.0, None, None, None, None]
+    assert [pos.accept_prob for pos in v.positions] == [0.0, None, None, None, None]
+    p = OneHot.of_logits(logits)
+    v = verify.rejection(p, OneHot(tuple(best[:2] + wrong[2:]), 5000, torch.device("cpu")), best[:2] + wrong[2:],
+                         greedy, Rng(0))
+    assert (v.n_accepted, v.token) == (2, best[2]) and p._ids[3:] == [None] * 3
+    assert p.ids == tuple(best)  # read in full when asked
+
+
+def test_tli_masks_the_blocked_ids_as_a_masked_fill_does():
+    maps = _maps_with_duplicates()
+    logits = torch.tensor([1.0, float("nan"), 3.0, float("inf"), -2.0, 0.5, 9.0])
+    assert torch.equal(logits.index_fill(0, maps.blocked, float("-inf")),
+                       logits.masked_fill(~maps.allowed, float("-inf")))

@@ -82,3 +82,36 @@ def test_a_shared_vocabulary_drafter_reads_the_targets_own_ids():
     res = hsd.generate(pair, "def parse(line):", algorithm="tli", temperature=1.0, max_new_tokens=48, seed=3)
     outcomes = [p.outcome for r in res.rounds for p in r.positions if p.outcome != "unverified"]
     assert len(outcomes) >= 40 and outcomes.count("accepted") / len(outcomes) >= 0.98
+
+
+def test_the_rust_tokenizer_called_directly_gives_transformers_encode_on_real_vocabularies():
+    """Where the Rust tokenizer is called directly (a third of the cost per call in the loop), it gives what
+    transformers' ``encode(..., split_special_tokens=True)`` gives, on every real vocabulary and awkward text."""
+    import pytest
+
+    import realtok
+    names = realtok.usable_names()
+    if not names:
+        pytest.skip(f"no real vocabulary files: run `{realtok.FETCH_COMMAND}`")
+    direct = 0
+    for name in names:
+        tok = realtok.load_tokenizer(name)
+        r = _retok(tok)
+        direct += r._rust is not None
+        for text in realtok.ADVERSARIAL_PROMPTS + TEXTS + ["<|endoftext|></s><s> [INST]<unk>"]:
+            assert r.encode(text) == tok.encode(text, add_special_tokens=False, split_special_tokens=True), (name, text)
+    assert direct >= len(names) // 2  # the shortcut is taken for most fast tokenizers, not silently never
+
+
+def test_a_tokenizer_with_truncation_switched_on_keeps_the_transformers_path():
+    tok = bytelevel_tokenizer()
+    r = _retok(tok)
+    if r._rust is None:
+        return  # this tokenizer is not a plain wrapper: nothing to switch
+    text = "word " * 40
+    r._rust.enable_truncation(8)
+    try:
+        assert r.encode(text) == tok.encode(text, add_special_tokens=False, split_special_tokens=True)
+        assert len(r.encode(text)) > 8
+    finally:
+        r._rust.no_truncation()

@@ -21,11 +21,11 @@ def spans(tokens, ids: list[int], start: int = 0, probs: list[float | None] | No
 
 
 def draft(rnd: Round, s: Session, k: int,
-          allowed: torch.Tensor | None = None) -> tuple[list[int], torch.Tensor | OneHot]:
+          blocked: torch.Tensor | None = None) -> tuple[list[int], torch.Tensor | OneHot]:
     """Up to ``k`` drafter tokens (:meth:`DrafterContext.draft`), their forwards and time recorded on ``rnd``."""
     d = s.drafter
     before = d.runner.forwards
-    drafted, q = d.draft(k, s.settings.drafter_sampling, s.rng, allowed=allowed,
+    drafted, q = d.draft(k, s.settings.drafter_sampling, s.rng, blocked=blocked,
                          threshold=s.settings.draft_threshold, empties=s.empties)
     rnd.drafter_forwards = d.runner.forwards - before
     rnd.t_draft = s.clock.split()
