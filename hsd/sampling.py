@@ -152,6 +152,13 @@ def probs_at(p, tokens: list[int]) -> torch.Tensor:
     return p[torch.arange(len(tokens), device=p.device), idx]
 
 
+def probs_list(p, tokens: list[int]) -> list[float]:
+    """:func:`probs_at` as a list (for the trace); a :class:`OneHot`'s without a tensor in between."""
+    if isinstance(p, OneHot):
+        return [float(p.id(i) == t) for i, t in enumerate(tokens)]
+    return probs_at(p, tokens).tolist()
+
+
 def row(p, i: int) -> torch.Tensor:
     """Row ``i`` of ``p`` over the whole vocabulary (built here for rows that are not a tensor)."""
     return p[i] if isinstance(p, torch.Tensor) else p.row(i)

@@ -16,7 +16,7 @@ from .lean import drafter_runner
 from .loading import Model, Pair
 from .retokenize import Retokenizer
 from .runner import Runner
-from .sampling import OneHot, Rng, Sampling, pick_at
+from .sampling import OneHot, Rng, Sampling, argmax, pick_at
 from .settings import Settings
 from .trace import Emitted, Round
 from .verify import Recorder
@@ -100,11 +100,14 @@ class DrafterContext:
             logits = self.next_logits() if i == 0 else self.runner.forward([tokens[-1]], keep=1)[-1]
             if blocked is not None:
                 logits = logits.index_fill(0, blocked, float("-inf"))  # a masked_fill over the ids, 7x sooner
-            q = sampling.rows(logits.unsqueeze(0))[0]
-            token = pick_at(q, sampling, rng, vocab, offset, empties)
+            if sampling.greedy:  # q is one-hot on the argmax: the token is all there is to keep
+                token = int(argmax(logits.float()))
+            else:
+                q = sampling.rows(logits.unsqueeze(0))[0]
+                token = pick_at(q, sampling, rng, vocab, offset, empties)
+                rows.append(q)
             offset += len(vocab.tokens[token] or b"")
             tokens.append(token)
-            rows.append(q)
             if token in specials:
                 break
             if threshold and i + 1 < k and float(torch.softmax(logits.float(), -1)[token]) < threshold:

@@ -2,8 +2,7 @@
 
 On a CPU shared with other work (a 2-vCPU Space, a laptop with a browser, a CI runner), OpenMP's default
 *active* wait policy keeps idle worker threads spinning between parallel regions; they then compete with
-the other process, and a model forward can take ten times longer than on a quiet machine (measured: a SLEM
-verify of 14 ms took 254 ms). Speedups measured that way describe the machine's load, not the algorithm.
+the other process, and a model forward can take ten times longer than on a quiet machine. Speedups measured that way describe the machine's load, not the algorithm.
 ``OMP_WAIT_POLICY=PASSIVE`` makes idle threads sleep. OpenMP reads it once, when torch loads its runtime, so
 :func:`configure` runs at the top of ``hsd/__init__.py``, before hsd imports torch. A value the user set
 (``OMP_WAIT_POLICY``, ``OMP_NUM_THREADS``) is kept.
@@ -14,15 +13,10 @@ unless ``OMP_NUM_THREADS`` says otherwise.
 **Per pair** (:func:`choose`, :func:`for_pair`): the app and the CLI let hsd choose the count for each generation
 (``choose("auto")``); the library leaves torch's count alone unless a program asks the same. A small model's
 forward on the CPU is a few hundred small operations, and with more than one thread every one of them wakes and
-joins the others. On a 2-core AMD EPYC (Zen 4, hsd's dual layout), the app's sampling and SLRS examples on the
-embedded 13M-parameter pair run slower than AR with two threads (0.61-0.81x) and mostly faster with one
-(0.86-1.40x): ``benchmarks/app_examples.py --threads 2`` against ``--threads auto`` measures it. A 135M-parameter
-shape (SmolLM2's, random weights) verifies two tokens in 42-44 ms with one thread and 62-75 ms with two, one token
-in 45.5 against 48.0 ms; a 0.5B one (Qwen2's) takes 104-105 ms a token either way but verifies two tokens in
-106-111 ms with two threads against 135-136 ms with one (``scripts/pair/weight_layout.py --shapes smollm2-135m
-qwen2-0.5b --skip-speed --threads N`` times both shapes). So under :data:`ONE_THREAD_BELOW` target parameters a CPU
-generation runs on one thread, above it on the default count. ``OMP_NUM_THREADS`` set by the user, or a count
-given to :func:`choose` (the CLI's ``--threads``), always wins.
+joins the others, which costs more than the second core gives back; a large model's matrix products gain from it.
+So under :data:`ONE_THREAD_BELOW` target parameters a CPU generation runs on one thread, above it on the default
+count (docs/design.md, *Threads on the CPU*, has the measurements behind the threshold). ``OMP_NUM_THREADS`` set by
+the user, or a count given to :func:`choose` (the CLI's ``--threads``), always wins.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .sampling import OneHot, Rng, Sampling, draw, pick, probs_at, row
+from .sampling import OneHot, Rng, Sampling, draw, pick, probs_at, probs_list, row
 from .trace import Distributions, Position
 
 TOP = 20  # a recorded picture keeps the target's TOP most probable tokens ...
@@ -260,7 +260,7 @@ def exact_match(p: torch.Tensor | OneHot, proposal: list[int], sampling: Samplin
         while n < m and own[n] == proposal[n]:
             n += 1
             own.append(own_at(n))
-    p_t = probs_at(p, proposal[:n + 1]).tolist() if m else []
+    p_t = probs_list(p, proposal[:n + 1])
     label = "bonus" if n == m else "corrected"
     positions = _positions(proposal, p_t, q_t, p_t, n, min(n + 1, m))
 

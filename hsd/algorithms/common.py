@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..sampling import OneHot, probs_at
+from ..sampling import OneHot, probs_list
 from ..session import Session
 from ..trace import Round, Span
 
@@ -34,7 +34,7 @@ def draft(rnd: Round, s: Session, k: int,
 
 def place_drafted(rnd: Round, tokens, drafted: list[int], q) -> bytes:
     """Record the drafted tokens with their byte spans in the draft string; return the string."""
-    rnd.drafted = spans(tokens, drafted, probs=probs_at(q, drafted).tolist())
+    rnd.drafted = spans(tokens, drafted, probs=probs_list(q, drafted))
     rnd.draft = b"".join(tokens[t] or b"" for t in drafted)
     return rnd.draft
 
