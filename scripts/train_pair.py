@@ -649,7 +649,7 @@ def write_card(path: Path, role: str, rec: dict, run: dict):
 # --------------------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------------------
-def main(argv=None):
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="assets/tiny-code")
     ap.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
@@ -692,204 +692,212 @@ def main(argv=None):
     ap.add_argument("--sample-tokens", type=int, default=48, help="new tokens per model-card sample (x2.5 for bytes)")
     ap.add_argument("--eval-max-windows", type=int, default=None, help="cap held-out eval (smoke tests)")
     ap.add_argument("--max-assets-mb", type=float, default=40.0)
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
-    t_start = time.time()
-    device = args.device
-    preset_name = args.preset or ("cuda" if device.startswith("cuda") else "cpu")
-    P = json.loads(json.dumps(PRESETS[preset_name]))
-    for role, key in (("target", "target"), ("drafter", "drafter"), ("bytes", "bytes")):
-        for dim in ("layers", "hidden"):
-            v = getattr(args, f"{role}_{dim}")
-            if v:
-                P[key][dim] = v
-    minutes = dict(target=args.minutes_target if args.minutes_target is not None else P["minutes_target"],
-                   distill=args.minutes_distill if args.minutes_distill is not None else P["minutes_distill"],
-                   drafter=args.minutes_drafter if args.minutes_drafter is not None else P["minutes_drafter"],
-                   bytes=args.minutes_bytes if args.minutes_bytes is not None else P["minutes_bytes"])
-    if device.startswith("cuda"):
-        assert torch.cuda.is_available(), "--device cuda but torch.cuda.is_available() is False"
-        torch.backends.cuda.matmul.allow_tf32 = True
-    torch.set_num_threads(args.threads)
-    Budget.threads = args.threads
-    Budget.use_cpu_time = not device.startswith("cuda") and not args.wall_clock
-    Budget.wall_factor = args.wall_factor
-    torch.manual_seed(args.seed)
-    random.seed(args.seed)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    run = dict(command="python " + " ".join([Path(sys.argv[0]).as_posix() if argv is None else "scripts/train_pair.py"]
-                                            + (sys.argv[1:] if argv is None else list(argv))),
-               args=vars(args), preset=preset_name, sizes=P, minutes=minutes, device=device,
-               threads=args.threads, seed=args.seed, machine=machine_info(),
-               started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    log(f"train_pair: preset {preset_name}, device {device}, out {out}, budgets {minutes}")
 
-    def save_log():
-        run["total_seconds"] = round(time.time() - t_start, 1)
-        (out / "train_log.json").write_text(json.dumps(run, indent=1) + "\n")
+TOKENIZER_DESCRIPTIONS = {
+    "target": "GPT-2-style byte-level BPE (ByteLevel pre-tokenizer/decoder, no prefix space)",
+    "drafter": "SentencePiece-style BPE (spaces -> '▁', indentation runs kept, byte fallback with all 256 "
+               "<0xNN> tokens, adds <s> in front)",
+    "drafter-bytes": "byte tokenizer: 4 specials + 256 <0xNN> byte tokens, no merges, adds <s> in front",
+}
 
-    # ---- corpus
-    train_docs, held_docs = collect_corpus(Path(args.stdlib), args.max_files, args.heldout_every, args.max_file_chars)
-    run["corpus"] = dict(stdlib=args.stdlib, python=platform.python_version(), heldout_every=args.heldout_every,
-                         train_files=len(train_docs), heldout_files=len(held_docs),
-                         train_chars=sum(len(t) for _, t in train_docs),
-                         heldout_chars=sum(len(t) for _, t in held_docs),
-                         excluded_dirs=sorted(EXCLUDED_DIRS), max_file_chars=args.max_file_chars)
-    (out / "corpus.json").write_text(json.dumps(dict(
-        **run["corpus"], train=[r for r, _ in train_docs], heldout=[r for r, _ in held_docs]), indent=1) + "\n")
-    log(f"corpus: {len(train_docs)} train files ({run['corpus']['train_chars']:,} chars), "
-        f"{len(held_docs)} held-out files ({run['corpus']['heldout_chars']:,} chars)")
-    train_texts = [t for _, t in train_docs]
-    held_chars = run["corpus"]["heldout_chars"]
 
-    # ---- tokenizers
-    t0 = time.time()
-    tgt_tok = wrap_hf(train_target_tokenizer(train_texts, args.target_vocab), "target", args.max_positions)
-    dr_tok = wrap_hf(train_drafter_tokenizer(train_texts, args.drafter_vocab), "drafter", args.max_positions)
-    by_tok = wrap_hf(build_byte_tokenizer(), "bytes", args.max_positions)
-    toks = {"target": tgt_tok, "drafter": dr_tok, "drafter-bytes": by_tok}
-    descr = {
-        "target": "GPT-2-style byte-level BPE (ByteLevel pre-tokenizer/decoder, no prefix space)",
-        "drafter": "SentencePiece-style BPE (spaces -> '▁', indentation runs kept, byte fallback with all 256 "
-                   "<0xNN> tokens, adds <s> in front)",
-        "drafter-bytes": "byte tokenizer: 4 specials + 256 <0xNN> byte tokens, no merges, adds <s> in front",
-    }
-    tokrep = {}
-    for name, tk in toks.items():
-        rt = roundtrip_report(tk, held_docs)
-        kind = "target" if name == "target" else "drafter"
-        enc = tk("def f(x):\n    return x\n")["input_ids"]
-        tokrep[name] = dict(description=descr[name], vocab_size=len(tk), bos=tk.bos_token, eos=tk.eos_token,
-                            pad=tk.pad_token, unk=tk.unk_token, roundtrip_docs=rt["docs"], roundtrip_exact=rt["exact"],
-                            roundtrip_failed=rt["failed"], heldout_tokens=rt["tokens"],
-                            chars_per_token=rt["chars_per_token"],
-                            example=dict(text="def f(x):\n    return x\n",
-                                         tokens=tk.convert_ids_to_tokens(enc)),
-                            kind=kind)
-        log(f"tokenizer {name}: vocab {len(tk)}, {rt['chars_per_token']} chars/token, round-trip exact on "
-            f"{rt['exact']}/{rt['docs']} held-out files {rt['failed'][:3]}")
-    shared = token_strings(tgt_tok, "target") & token_strings(dr_tok, "drafter")
-    run["tokenizers"] = tokrep
-    run["tokenizers_shared"] = dict(
-        target_drafter_shared_token_strings=len(shared),
-        target_ordinary=len(token_strings(tgt_tok, "target")), drafter_ordinary=len(token_strings(dr_tok, "drafter")),
-        examples=sorted(shared, key=lambda s: (-len(s), s))[:30], seconds=round(time.time() - t0, 1))
-    log(f"tokenizers: {len(shared)} token strings shared between target and drafter ({time.time() - t0:.0f}s)")
-    save_log()
+class PairRun:
+    """One from-scratch run: its settings (preset sizes overridden by flags, budgets), the output folder, and
+    ``record``, everything it did so far (written to ``train_log.json`` after each phase)."""
 
-    def encode_docs(tk, docs):
-        return [e.ids for e in tk.backend_tokenizer.encode_batch([t for _, t in docs], add_special_tokens=False)]
+    def __init__(self, args: argparse.Namespace, argv):
+        self.args, self.device, self.t_start = args, args.device, time.time()
+        self.preset = args.preset or ("cuda" if self.device.startswith("cuda") else "cpu")
+        self.sizes = json.loads(json.dumps(PRESETS[self.preset]))
+        for role in ("target", "drafter", "bytes"):
+            for dim in ("layers", "hidden"):
+                if getattr(args, f"{role}_{dim}"):
+                    self.sizes[role][dim] = getattr(args, f"{role}_{dim}")
+        self.minutes = {phase: getattr(args, f"minutes_{phase}") if getattr(args, f"minutes_{phase}") is not None
+                        else self.sizes[f"minutes_{phase}"] for phase in ("target", "distill", "drafter", "bytes")}
+        self.out = Path(args.out)
+        command = [Path(sys.argv[0]).as_posix() if argv is None else "scripts/train_pair.py"]
+        self.record = dict(command="python " + " ".join(command + (sys.argv[1:] if argv is None else list(argv))),
+                           args=vars(args), preset=self.preset, sizes=self.sizes, minutes=self.minutes,
+                           device=self.device, threads=args.threads, seed=args.seed, machine=machine_info(),
+                           started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        self.held_chars = None
 
-    # ---- target
-    tgt_train = stream_from_docs(encode_docs(tgt_tok, train_docs), eos=tgt_tok.eos_token_id)
-    tgt_held = stream_from_docs(encode_docs(tgt_tok, held_docs), eos=tgt_tok.eos_token_id)
-    run["target_train_tokens"] = int(tgt_train.numel())
-    log(f"target data: {tgt_train.numel():,} train tokens, {tgt_held.numel():,} held-out tokens")
-    c = P["target"]
-    target = make_model(len(tgt_tok), c["layers"], c["hidden"], tgt_tok.bos_token_id, tgt_tok.eos_token_id,
-                        tgt_tok.pad_token_id, args.max_positions)
-    log(f"target model: {n_params(target):,} params")
+    def configure_torch(self) -> None:
+        args = self.args
+        if self.device.startswith("cuda"):
+            assert torch.cuda.is_available(), "--device cuda but torch.cuda.is_available() is False"
+            torch.backends.cuda.matmul.allow_tf32 = True
+        torch.set_num_threads(args.threads)
+        Budget.threads = args.threads
+        Budget.use_cpu_time = not self.device.startswith("cuda") and not args.wall_clock
+        Budget.wall_factor = args.wall_factor
+        torch.manual_seed(args.seed)
+        random.seed(args.seed)
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+        self.out.mkdir(parents=True, exist_ok=True)
 
-    def eval_record(model, stream, seq, bf16=False, max_windows=args.eval_max_windows):
-        nats, count = eval_stream(model, stream, seq, device, bf16, max_windows=max_windows)
-        chars = held_chars if not max_windows else None
+    def save_log(self) -> None:
+        self.record["total_seconds"] = round(time.time() - self.t_start, 1)
+        (self.out / "train_log.json").write_text(json.dumps(self.record, indent=1) + "\n")
+
+    def eval_record(self, model, stream, seq, bf16=False, max_windows=None) -> dict:
+        """Held-out loss per token, and per character when the whole held-out split was read."""
+        max_windows = self.args.eval_max_windows if max_windows is None else max_windows
+        nats, count = eval_stream(model, stream, seq, self.device, bf16, max_windows=max_windows)
+        chars = self.held_chars if not max_windows else None
         rec = dict(nats_per_token=round(nats / max(count, 1), 5), tokens=count)
         rec["bits_per_char"] = round(nats / LN2 / chars, 5) if chars else None
         return rec
 
-    def quick_eval(model, stream, seq):
-        return lambda: eval_record(model, stream, seq, bf16=True, max_windows=min(64, args.eval_max_windows or 64))
+    def quick_eval(self, model, stream, seq) -> dict:
+        return self.eval_record(model, stream, seq, bf16=True, max_windows=min(64, self.args.eval_max_windows or 64))
 
+
+def encode_docs(tk, docs) -> list[list[int]]:
+    return [e.ids for e in tk.backend_tokenizer.encode_batch([t for _, t in docs], add_special_tokens=False)]
+
+
+def corpus_phase(pr: PairRun):
+    """The stdlib's files, split into training and held-out files; ``corpus.json`` lists both."""
+    args = pr.args
+    train_docs, held_docs = collect_corpus(Path(args.stdlib), args.max_files, args.heldout_every, args.max_file_chars)
+    corpus = dict(stdlib=args.stdlib, python=platform.python_version(), heldout_every=args.heldout_every,
+                  train_files=len(train_docs), heldout_files=len(held_docs),
+                  train_chars=sum(len(t) for _, t in train_docs), heldout_chars=sum(len(t) for _, t in held_docs),
+                  excluded_dirs=sorted(EXCLUDED_DIRS), max_file_chars=args.max_file_chars)
+    pr.record["corpus"], pr.held_chars = corpus, corpus["heldout_chars"]
+    (pr.out / "corpus.json").write_text(json.dumps(dict(
+        **corpus, train=[r for r, _ in train_docs], heldout=[r for r, _ in held_docs]), indent=1) + "\n")
+    log(f"corpus: {len(train_docs)} train files ({corpus['train_chars']:,} chars), "
+        f"{len(held_docs)} held-out files ({corpus['heldout_chars']:,} chars)")
+    return train_docs, held_docs
+
+
+def tokenizer_phase(pr: PairRun, train_docs, held_docs) -> tuple[dict, dict]:
+    """The three tokenizers, trained on the training files, each checked for exact round trips."""
+    args, t0 = pr.args, time.time()
+    train_texts = [t for _, t in train_docs]
+    tgt_tok = wrap_hf(train_target_tokenizer(train_texts, args.target_vocab), "target", args.max_positions)
+    dr_tok = wrap_hf(train_drafter_tokenizer(train_texts, args.drafter_vocab), "drafter", args.max_positions)
+    toks = {"target": tgt_tok, "drafter": dr_tok,
+            "drafter-bytes": wrap_hf(build_byte_tokenizer(), "bytes", args.max_positions)}
+    tokrep = {}
+    for name, tk in toks.items():
+        rt = roundtrip_report(tk, held_docs)
+        enc = tk("def f(x):\n    return x\n")["input_ids"]
+        tokrep[name] = dict(description=TOKENIZER_DESCRIPTIONS[name], vocab_size=len(tk), bos=tk.bos_token,
+                            eos=tk.eos_token, pad=tk.pad_token, unk=tk.unk_token, roundtrip_docs=rt["docs"],
+                            roundtrip_exact=rt["exact"], roundtrip_failed=rt["failed"], heldout_tokens=rt["tokens"],
+                            chars_per_token=rt["chars_per_token"],
+                            example=dict(text="def f(x):\n    return x\n", tokens=tk.convert_ids_to_tokens(enc)),
+                            kind="target" if name == "target" else "drafter")
+        log(f"tokenizer {name}: vocab {len(tk)}, {rt['chars_per_token']} chars/token, round-trip exact on "
+            f"{rt['exact']}/{rt['docs']} held-out files {rt['failed'][:3]}")
+    shared = token_strings(tgt_tok, "target") & token_strings(dr_tok, "drafter")
+    pr.record["tokenizers"] = tokrep
+    pr.record["tokenizers_shared"] = dict(
+        target_drafter_shared_token_strings=len(shared),
+        target_ordinary=len(token_strings(tgt_tok, "target")), drafter_ordinary=len(token_strings(dr_tok, "drafter")),
+        examples=sorted(shared, key=lambda s: (-len(s), s))[:30], seconds=round(time.time() - t0, 1))
+    log(f"tokenizers: {len(shared)} token strings shared between target and drafter ({time.time() - t0:.0f}s)")
+    pr.save_log()
+    return toks, tokrep
+
+
+def target_phase(pr: PairRun, tgt_tok, train_docs, held_docs):
+    """The target, trained on the training files, evaluated in float32 and as stored (float16)."""
+    args = pr.args
+    tgt_train = stream_from_docs(encode_docs(tgt_tok, train_docs), eos=tgt_tok.eos_token_id)
+    tgt_held = stream_from_docs(encode_docs(tgt_tok, held_docs), eos=tgt_tok.eos_token_id)
+    pr.record["target_train_tokens"] = int(tgt_train.numel())
+    log(f"target data: {tgt_train.numel():,} train tokens, {tgt_held.numel():,} held-out tokens")
+    c = pr.sizes["target"]
+    target = make_model(len(tgt_tok), c["layers"], c["hidden"], tgt_tok.bos_token_id, tgt_tok.eos_token_id,
+                        tgt_tok.pad_token_id, args.max_positions)
+    log(f"target model: {n_params(target):,} params")
     tr = train_lm("target", target, lambda g: sample_windows(tgt_train, c["batch"], c["seq"] + 1, g), c,
-                  minutes["target"], args.steps_target, device, quick_eval(target, tgt_held, c["seq"]),
-                  P["eval_every_min"], args.seed)
-    run["target"] = dict(training=tr)
-    ev32 = eval_record(target, tgt_held, c["seq"])
+                  pr.minutes["target"], args.steps_target, pr.device,
+                  lambda: pr.quick_eval(target, tgt_held, c["seq"]), pr.sizes["eval_every_min"], args.seed)
+    ev32 = pr.eval_record(target, tgt_held, c["seq"])
     round_to_fp16_(target)
-    ev16 = eval_record(target, tgt_held, c["seq"])
-    run["target"]["heldout"] = dict(fp32=ev32, fp16=ev16)
+    ev16 = pr.eval_record(target, tgt_held, c["seq"])
+    pr.record["target"] = dict(training=tr, heldout=dict(fp32=ev32, fp16=ev16))
     log(f"target held-out: fp32 {ev32}, fp16-stored {ev16}")
-    save_log()
+    pr.save_log()
+    return target
 
-    # ---- distillation data from the (fp16-rounded, i.e. shipped) target
+
+def distill_phase(pr: PairRun, target, tgt_tok, train_docs, held_docs) -> tuple[list, list]:
+    """Text of the (float16-rounded, i.e. shipped) target: greedy held-out continuations the drafters' agreement is
+    scored on, and training continuations (greedy and sampled) the drafters learn from."""
+    args, P = pr.args, pr.sizes
     rng = random.Random(args.seed + 1)
-    n_eval = P["eval_distill_samples"]
     eval_samples, _ = generate_distill(
-        target, tgt_tok, held_docs, n_eval, P["distill_batch"], P["distill_new_tokens"], None, device, rng,
-        greedy_frac=1.0, prompt_lengths=[16, 32, 64], tag="held-out", bf16=not args.distill_fp32)
+        target, tgt_tok, held_docs, P["eval_distill_samples"], P["distill_batch"], P["distill_new_tokens"], None,
+        pr.device, rng, greedy_frac=1.0, prompt_lengths=[16, 32, 64], tag="held-out", bf16=not args.distill_fp32)
     for s in eval_samples:
         s["greedy"] = True
-    n_samples = args.distill_samples or P["distill_samples"]
-    new_tokens = args.distill_new_tokens or P["distill_new_tokens"]
     samples, dstat = generate_distill(
-        target, tgt_tok, train_docs, n_samples, P["distill_batch"], new_tokens, minutes["distill"], device, rng,
+        target, tgt_tok, train_docs, args.distill_samples or P["distill_samples"], P["distill_batch"],
+        args.distill_new_tokens or P["distill_new_tokens"], pr.minutes["distill"], pr.device, rng,
         greedy_frac=args.greedy_frac, prompt_lengths=[8, 16, 32, 64, 128], tag="train", bf16=not args.distill_fp32)
-    run["distill"] = dstat
-    run["distill"]["heldout_eval_samples"] = len(eval_samples)
-    with open(out / "distill_examples.json", "w") as f:
+    pr.record["distill"] = dict(dstat, heldout_eval_samples=len(eval_samples))
+    with open(pr.out / "distill_examples.json", "w") as f:
         json.dump(dict(heldout_greedy=eval_samples[:5], train=samples[:5]), f, indent=1)
-    save_log()
+    pr.save_log()
     target.to("cpu")
+    return samples, eval_samples
 
-    # ---- drafters
-    def train_drafter(name, tk, c, mins, steps, seed):
-        corpus = stream_from_docs(encode_docs(tk, train_docs), bos=tk.bos_token_id, eos=tk.eos_token_id)
-        held = stream_from_docs(encode_docs(tk, held_docs), bos=tk.bos_token_id, eos=tk.eos_token_id)
-        dist_ids = [e.ids for e in tk.backend_tokenizer.encode_batch(
-            [s["prompt"] + s["continuation"] for s in samples], add_special_tokens=False)]
-        dist = stream_from_docs(dist_ids, bos=tk.bos_token_id, eos=tk.eos_token_id) if dist_ids else corpus
-        n_d = int(round(c["batch"] * args.distill_mix)) if dist_ids else 0
 
-        def batch_fn(g):
-            parts = []
-            if n_d:
-                parts.append(sample_windows(dist, n_d, c["seq"] + 1, g))
-            if c["batch"] - n_d:
-                parts.append(sample_windows(corpus, c["batch"] - n_d, c["seq"] + 1, g))
-            return torch.cat(parts)
+def train_drafter(pr: PairRun, name, tk, c, mins, steps, seed, docs, samples, eval_samples):
+    """A drafter trained on a mix of the target's continuations (``--distill-mix`` of each batch) and the corpus."""
+    args, (train_docs, held_docs) = pr.args, docs
+    corpus = stream_from_docs(encode_docs(tk, train_docs), bos=tk.bos_token_id, eos=tk.eos_token_id)
+    held = stream_from_docs(encode_docs(tk, held_docs), bos=tk.bos_token_id, eos=tk.eos_token_id)
+    dist_ids = [e.ids for e in tk.backend_tokenizer.encode_batch(
+        [s["prompt"] + s["continuation"] for s in samples], add_special_tokens=False)]
+    dist = stream_from_docs(dist_ids, bos=tk.bos_token_id, eos=tk.eos_token_id) if dist_ids else corpus
+    n_d = int(round(c["batch"] * args.distill_mix)) if dist_ids else 0
 
-        model = make_model(len(tk), c["layers"], c["hidden"], tk.bos_token_id, tk.eos_token_id, tk.pad_token_id,
-                           args.max_positions)
-        log(f"{name}: {n_params(model):,} params; corpus {corpus.numel():,} tokens, "
-            f"target-generated {dist.numel() if dist_ids else 0:,} tokens, mix {n_d}/{c['batch']}")
+    def batch_fn(g):
+        parts = []
+        if n_d:
+            parts.append(sample_windows(dist, n_d, c["seq"] + 1, g))
+        if c["batch"] - n_d:
+            parts.append(sample_windows(corpus, c["batch"] - n_d, c["seq"] + 1, g))
+        return torch.cat(parts)
 
-        def qe():
-            r = eval_record(model, held, c["seq"], bf16=True, max_windows=min(64, args.eval_max_windows or 64))
-            r.update(agreement(model, tk, eval_samples[:32], device))
-            return r
+    model = make_model(len(tk), c["layers"], c["hidden"], tk.bos_token_id, tk.eos_token_id, tk.pad_token_id,
+                       args.max_positions)
+    log(f"{name}: {n_params(model):,} params; corpus {corpus.numel():,} tokens, "
+        f"target-generated {dist.numel() if dist_ids else 0:,} tokens, mix {n_d}/{c['batch']}")
 
-        trn = train_lm(name, model, batch_fn, c, mins, steps, device, qe, P["eval_every_min"], seed)
-        e32 = eval_record(model, held, c["seq"])
-        a32 = agreement(model, tk, eval_samples, device)
-        round_to_fp16_(model)
-        e16 = eval_record(model, held, c["seq"])
-        a16 = agreement(model, tk, eval_samples, device)
-        log(f"{name} held-out: fp32 {e32} agree {a32}; fp16-stored {e16} agree {a16}")
-        rec = dict(training=trn, heldout=dict(fp32=e32, fp16=e16), agreement=a16, agreement_fp32=a32,
-                   data=dict(corpus_tokens=int(corpus.numel()), distill_tokens=int(dist.numel()) if dist_ids else 0,
-                             distill_fraction_of_batch=n_d / c["batch"]))
-        return model.to("cpu"), rec
+    def quick():
+        return dict(pr.quick_eval(model, held, c["seq"]), **agreement(model, tk, eval_samples[:32], pr.device))
 
-    drafter, run["drafter"] = train_drafter("drafter", dr_tok, P["drafter"], minutes["drafter"], args.steps_drafter,
-                                            args.seed + 2)
-    save_log()
-    models = {"target": (target, tgt_tok), "drafter": (drafter, dr_tok)}
-    if not args.skip_bytes:
-        bmodel, run["drafter-bytes"] = train_drafter("drafter-bytes", by_tok, P["bytes"], minutes["bytes"],
-                                                     args.steps_bytes, args.seed + 3)
-        models["drafter-bytes"] = (bmodel, by_tok)
-        save_log()
+    trn = train_lm(name, model, batch_fn, c, mins, steps, pr.device, quick, pr.sizes["eval_every_min"], seed)
+    e32, a32 = pr.eval_record(model, held, c["seq"]), agreement(model, tk, eval_samples, pr.device)
+    round_to_fp16_(model)
+    e16, a16 = pr.eval_record(model, held, c["seq"]), agreement(model, tk, eval_samples, pr.device)
+    log(f"{name} held-out: fp32 {e32} agree {a32}; fp16-stored {e16} agree {a16}")
+    pr.record[name] = dict(training=trn, heldout=dict(fp32=e32, fp16=e16), agreement=a16, agreement_fp32=a32,
+                           data=dict(corpus_tokens=int(corpus.numel()),
+                                     distill_tokens=int(dist.numel()) if dist_ids else 0,
+                                     distill_fraction_of_batch=n_d / c["batch"]))
+    pr.save_log()
+    return model.to("cpu")
 
-    # ---- save, reload from disk, measure, cards
-    for name, (model, tk) in models.items():
-        save_model_dir(model, tk, out / name)
+
+def measure_phase(pr: PairRun, models: dict) -> tuple[dict, dict]:
+    """Each saved model reloaded from disk: sample completions for its card and its decode/verify latency."""
+    args = pr.args
     torch.set_num_threads(args.threads)
-    measurements = {}
-    samples_out = {}
+    measurements, samples_out = {}, {}
     for name in models:
-        m, tk = load_model_dir(out / name, "cpu")
+        m, tk = load_model_dir(pr.out / name, "cpu")
         assert next(m.parameters()).dtype == torch.float32, "expected config dtype float32 to load as float32"
         n_new = args.sample_tokens if name != "drafter-bytes" else int(args.sample_tokens * 2.5)
         samples_out[name] = sample_completions(m, tk, n_new)
@@ -902,8 +910,13 @@ def main(argv=None):
         if name != "target":
             measurements[name]["target_over_drafter"] = round(
                 measurements["target"]["decode_ms"] / measurements[name]["decode_ms"], 2)
-    run["measurements"] = measurements
-    for name, (model, tk) in models.items():
+    pr.record["measurements"] = measurements
+    return measurements, samples_out
+
+
+def card_phase(pr: PairRun, models: dict, tokrep: dict, measurements: dict, samples_out: dict) -> None:
+    run = pr.record
+    for name, (model, _) in models.items():
         mc = model.config
         rec = dict(blurb=BLURB[name],
                    model=dict(layers=mc.num_hidden_layers, hidden=mc.hidden_size, intermediate=mc.intermediate_size,
@@ -919,13 +932,34 @@ def main(argv=None):
                               f"{d['distill_tokens']:,} tokens), the rest from the corpus")
         run[name]["model"] = rec["model"]
         run[name]["samples"] = samples_out[name]
-        write_card(out / name, name, rec, run)
+        write_card(pr.out / name, name, rec, run)
 
-    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
-    run["output_bytes"] = size
-    run["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    save_log()
-    log(f"all done in {(time.time() - t_start) / 60:.1f} min; {out} holds {size / 1e6:.1f} MB")
+
+def main(argv=None):
+    """corpus -> tokenizers -> target -> its text -> drafters -> save -> measure -> model cards."""
+    args = parse_args(argv)
+    pr = PairRun(args, argv)
+    pr.configure_torch()
+    log(f"train_pair: preset {pr.preset}, device {pr.device}, out {pr.out}, budgets {pr.minutes}")
+    docs = corpus_phase(pr)
+    toks, tokrep = tokenizer_phase(pr, *docs)
+    target = target_phase(pr, toks["target"], *docs)
+    samples, eval_samples = distill_phase(pr, target, toks["target"], *docs)
+    models = {"target": (target, toks["target"])}
+    for name, size, phase, steps, seed in (("drafter", "drafter", "drafter", args.steps_drafter, args.seed + 2),
+                                           ("drafter-bytes", "bytes", "bytes", args.steps_bytes, args.seed + 3)):
+        if name == "drafter-bytes" and args.skip_bytes:
+            continue
+        model = train_drafter(pr, name, toks[name], pr.sizes[size], pr.minutes[phase], steps, seed, docs, samples,
+                              eval_samples)
+        models[name] = (model, toks[name])
+    for name, (model, tk) in models.items():
+        save_model_dir(model, tk, pr.out / name)
+    card_phase(pr, models, tokrep, *measure_phase(pr, models))
+    size = sum(f.stat().st_size for f in pr.out.rglob("*") if f.is_file())
+    pr.record.update(output_bytes=size, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    pr.save_log()
+    log(f"all done in {(time.time() - pr.t_start) / 60:.1f} min; {pr.out} holds {size / 1e6:.1f} MB")
     if size > args.max_assets_mb * 1e6:
         log(f"WARNING: output is {size / 1e6:.1f} MB > {args.max_assets_mb} MB budget")
         return 1

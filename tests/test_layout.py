@@ -192,6 +192,7 @@ def test_ar_and_the_algorithms_write_the_same_text_in_either_layout():
         assert texts["row"] == texts["column"] == texts["dual"], settings
 
 
+@pytest.mark.slow  # a training or benchmark script end to end: python -m pytest -m slow
 def test_the_layout_benchmark_times_both_layouts_and_compares_their_texts(capsys):
     sys.path.insert(0, str(ROOT / "scripts" / "pair"))
     import weight_layout

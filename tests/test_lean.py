@@ -121,6 +121,7 @@ def test_the_drafter_drafts_on_the_lean_runner_and_greedy_output_is_the_targets(
         assert out.text == ar.text, algorithm
 
 
+@pytest.mark.slow  # a training or benchmark script end to end: python -m pytest -m slow
 def test_lean_drafter_benchmark_runs_every_setting_and_greedy_outputs_agree(tmp_path):
     import sys
 

@@ -82,6 +82,7 @@ def test_the_oracle_bound_is_attached_to_independent_noise_only(tmp_path):
                            calibration_prompts=12))())
 
 
+@pytest.mark.slow  # a training or benchmark script end to end: python -m pytest -m slow
 def test_drafter_pair_gives_the_same_exact_numbers_for_the_same_drafters():
     """At T = 0 τ and acceptance are exact: one drafter set compared with itself differs in nothing but tokens/s."""
     import drafter_pair

@@ -641,6 +641,7 @@ def test_pair_goals_scores_the_bits_per_char_of_the_target_it_is_given(work, tmp
     assert a["bits_per_char"] > 0 and b["bits_per_char"] > 0 and a["bits_per_char"] != b["bits_per_char"]
 
 
+@pytest.mark.slow  # a training or benchmark script end to end: python -m pytest -m slow
 def test_gpu_drafters_pack_run_and_merge_extend_the_distillation_set_and_the_checkpoint(distill_work, tmp_path):
     """scripts/gpu_drafters.py end to end on the CPU: what the GPU run does, with tiny models."""
     import gpu_drafters
@@ -692,6 +693,7 @@ def test_gpu_drafters_pack_run_and_merge_extend_the_distillation_set_and_the_che
     assert "on cpu: batches of 4 x 256 tokens" in card  # the card says which segment took other batches
 
 
+@pytest.mark.slow  # a training or benchmark script end to end: python -m pytest -m slow
 def test_gpu_drafters_can_carry_part_of_the_texts_and_merge_them_back_in_order(distill_work, tmp_path):
     import gpu_drafters
 

@@ -170,6 +170,7 @@ def test_greedy_ignores_the_noise():
         assert a.token_ids == b.token_ids
 
 
+@pytest.mark.slow  # a training or benchmark script end to end: python -m pytest -m slow
 def test_the_benchmark_prints_every_setting_side_by_side(tmp_path, capsys):
     import sys
     from pathlib import Path
