@@ -594,235 +594,300 @@ def segment_finished(seg: dict | None) -> bool:
     return seg["seconds_done"] >= seg["seconds"]
 
 
-def resume(args) -> int:
-    from train_common import autocast_ctx, bf16_is_fast, machine_info
-
-    work, role = Path(args.work).expanduser(), args.role
-    init_dir = Path(args.init or ROOT / "assets" / "tiny-code" / role)
-    ckpt_path = work / "ckpt" / f"{role}.pt"
-    hp = dict(HYPER[role])
-    torch.set_num_threads(args.threads)
-    model, tok = load_init(init_dir, role, args.seed)
-    data = prepare_data(work, role, tok)
+def _load_state(args, role: str, init_dir: Path, ckpt_path: Path, model) -> dict:
+    """The checkpoint's state (its weights loaded into ``model``), or a first state that records where ``role``
+    starts from."""
     if ckpt_path.is_file():
         state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
         model.load_state_dict(state["model"])
         log(f"resumed {role} from {ckpt_path}: {state['totals']['tokens']:,} tokens so far")
-    else:
-        state = dict(totals=shipped_totals(init_dir, role), segment=None, segments=[], evals=[],
-                     data=None, optimizer=None, hyper=hp, init=str(init_dir))
-        state["totals"]["sessions"] = list(state["totals"].get("sessions", []))
-        if role in FRESH and not (init_dir / "config.json").is_file():
-            state["seed"] = args.seed  # export rebuilds these initial weights to compare with
-            state["init"] = (f"fresh (seed {args.seed}): the shape of {init_dir.parent / FRESH[role]['shape']}, "
-                             f"the tokenizer of {init_dir.parent / FRESH[role]['tokenizer']}")
-        if role in DERIVED and own_weights(init_dir, role) != init_dir:
-            state["init"] = str(own_weights(init_dir, role))  # the base role's shipped weights
-        log(f"first resume of {role}: starting from {state['init']}")
-    hp = state.get("hyper", hp)
-    if args.status:
-        print(json.dumps({k: v for k, v in state.items() if k not in ("model", "optimizer")}, indent=1, default=str))
-        return 0
-    device = args.device
-    model.to(device).train()
-    opt = make_optimizer(model, hp["lr"])
-    if state["optimizer"] is not None:
-        opt.load_state_dict(state["optimizer"])
-    held = load_stream(work / "packed" / f"{role}-heldout.u16")
-    seg = state["segment"]
-    if segment_finished(seg):
-        if not (args.minutes or args.steps):
-            log("no unfinished segment; pass --minutes or --steps to train more")
-            return 0
-        seg = dict(started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), steps=args.steps, seconds=(args.minutes or 0) * 60,
-                   autocast="bf16" if bf16_is_fast(device) else "none (float32)",
-                   warmup=args.warmup, steps_done=0, seconds_done=0.0, tokens_done=0, command="python " + " ".join(sys.argv),
-                   machine=machine_info(), device=device, threads=args.threads)
-        if args.distill_greedy and not args.distill_from:
-            raise SystemExit("--distill-greedy picks the greedy continuations of a distillation set: pass "
-                             "--distill-from TARGET_DIR too (the target whose `distill` texts to read)")
-        if args.distill_from:
-            if role == "target":
-                raise SystemExit("--distill-from is for the drafters: the target trains on the corpus")
-            source = distill_dir(work, Path(args.distill_from))
-            if not (source / "train.jsonl").is_file():
-                raise SystemExit(f"no distillation texts in {source}: run `train_pair.py distill --target "
-                                 f"{args.distill_from}` first")
-            seg["distill"] = dict(source=source.name, target=str(args.distill_from), mix=args.distill_mix)
-            if args.distill_greedy:
-                seg["distill"]["greedy_only"] = True
-        if args.unlikelihood:
-            if role != "target" or not 0 < args.unlikelihood <= 1:
-                raise SystemExit("--unlikelihood is the share (0 < FRAC <= 1) of a target segment's steps that are "
-                                 "unlikelihood steps; the drafters imitate the target instead")
-            spec = dict(UNLIKELIHOOD, **{k: v for k, v in (("prefix", args.unlikelihood_prefix),
-                                                           ("continuation", args.unlikelihood_tokens)) if v})
-            seg["unlikelihood"] = dict(spec, share=args.unlikelihood, steps=0, repeat_share=None)
-        if args.distill_logits:
-            from transformers import AutoTokenizer
+        return state
+    state = dict(totals=shipped_totals(init_dir, role), segment=None, segments=[], evals=[],
+                 data=None, optimizer=None, hyper=dict(HYPER[role]), init=str(init_dir))
+    state["totals"]["sessions"] = list(state["totals"].get("sessions", []))
+    if role in FRESH and not (init_dir / "config.json").is_file():
+        state["seed"] = args.seed  # export rebuilds these initial weights to compare with
+        state["init"] = (f"fresh (seed {args.seed}): the shape of {init_dir.parent / FRESH[role]['shape']}, "
+                         f"the tokenizer of {init_dir.parent / FRESH[role]['tokenizer']}")
+    if role in DERIVED and own_weights(init_dir, role) != init_dir:
+        state["init"] = str(own_weights(init_dir, role))  # the base role's shipped weights
+    log(f"first resume of {role}: starting from {state['init']}")
+    return state
 
-            if role == "target" and AutoTokenizer.from_pretrained(args.distill_logits).get_vocab() != tok.get_vocab():
-                raise SystemExit("--distill-logits with --role target is self-distillation from a teacher with the "
-                                 "target's own tokenizer (a grown target from the one it was grown from); "
-                                 f"{args.distill_logits} has another vocabulary")
-            seg["soft"] = dict(target=str(args.distill_logits), weight=args.soft_weight,
-                               windows=args.soft_windows, positions=0, temperature=args.soft_temperature,
-                               where=args.soft_positions, inside_weight=args.soft_inside_weight)
-        if args.peak_lr:
-            seg["peak_lr"] = args.peak_lr
-        if args.train_batch:
-            seg["batch"] = args.train_batch
-        state["segment"] = seg
-        log(f"new segment: {args.steps or 0} steps / {args.minutes or 0} min, warmup {args.warmup}, peak lr "
-            f"{seg.get('peak_lr', hp['lr'])}, {seg.get('batch', hp['batch'])} windows of {hp['seq']} tokens per step"
-            + (f", {args.distill_mix:.0%} of each batch from target text" if args.distill_from else "")
-            + (" (its greedy continuations only)" if args.distill_greedy else "")
-            + (f", {args.unlikelihood:.0%} of the steps unlikelihood steps" if args.unlikelihood else ""))
-    else:
-        log(f"continuing the unfinished segment ({seg['steps_done']} steps, {seg['seconds_done'] / 60:.1f} min done)")
-        unused = [flag for flag, given in (("--distill-from", args.distill_from), ("--distill-greedy", args.distill_greedy),
-                                           ("--distill-logits", args.distill_logits),
-                                           ("--unlikelihood", args.unlikelihood), ("--peak-lr", args.peak_lr),
-                                           ("--train-batch", args.train_batch)) if given]
-        if unused:
-            log(f"note: {', '.join(unused)} only shape a new segment; the unfinished one keeps the settings it "
-                f"started with")
-    mix, ul = seg.get("distill"), seg.get("unlikelihood")
-    batch = seg.get("batch", hp["batch"])  # a GPU segment takes more windows per step (--train-batch)
-    n_dist = int(round(batch * mix["mix"])) if mix else 0
-    train = Windows(load_stream(work / "packed" / f"{role}-train.u16"), hp["seq"], batch - n_dist, args.seed)
-    if state["data"] is not None:
-        train.load_state_dict(state["data"])
-    dist = dist_held = None
-    if n_dist:
-        source = work / "distill" / mix["source"]
-        stream, dmeta = pack_distill(work, role, tok, source, "train", greedy_only=mix.get("greedy_only", False))
-        dist = Windows(stream, hp["seq"], n_dist, args.seed + 1)
-        saved = state.get("data_distill")
-        if saved and saved.get("key") == dmeta["key"]:
-            dist.load_state_dict(saved)
+
+def _new_segment(args, role: str, tok, work: Path, hp: dict) -> dict:
+    """A segment of ``--minutes``/``--steps`` with the flags that shape it (checked here, once)."""
+    from train_common import bf16_is_fast, machine_info
+
+    device = args.device
+    seg = dict(started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), steps=args.steps, seconds=(args.minutes or 0) * 60,
+               autocast="bf16" if bf16_is_fast(device) else "none (float32)",
+               warmup=args.warmup, steps_done=0, seconds_done=0.0, tokens_done=0, command="python " + " ".join(sys.argv),
+               machine=machine_info(), device=device, threads=args.threads)
+    if args.distill_greedy and not args.distill_from:
+        raise SystemExit("--distill-greedy picks the greedy continuations of a distillation set: pass "
+                         "--distill-from TARGET_DIR too (the target whose `distill` texts to read)")
+    if args.distill_from:
+        if role == "target":
+            raise SystemExit("--distill-from is for the drafters: the target trains on the corpus")
+        source = distill_dir(work, Path(args.distill_from))
+        if not (source / "train.jsonl").is_file():
+            raise SystemExit(f"no distillation texts in {source}: run `train_pair.py distill --target "
+                             f"{args.distill_from}` first")
+        seg["distill"] = dict(source=source.name, target=str(args.distill_from), mix=args.distill_mix)
+        if args.distill_greedy:
+            seg["distill"]["greedy_only"] = True
+    if args.unlikelihood:
+        if role != "target" or not 0 < args.unlikelihood <= 1:
+            raise SystemExit("--unlikelihood is the share (0 < FRAC <= 1) of a target segment's steps that are "
+                             "unlikelihood steps; the drafters imitate the target instead")
+        spec = dict(UNLIKELIHOOD, **{k: v for k, v in (("prefix", args.unlikelihood_prefix),
+                                                       ("continuation", args.unlikelihood_tokens)) if v})
+        seg["unlikelihood"] = dict(spec, share=args.unlikelihood, steps=0, repeat_share=None)
+    if args.distill_logits:
+        from transformers import AutoTokenizer
+
+        if role == "target" and AutoTokenizer.from_pretrained(args.distill_logits).get_vocab() != tok.get_vocab():
+            raise SystemExit("--distill-logits with --role target is self-distillation from a teacher with the "
+                             "target's own tokenizer (a grown target from the one it was grown from); "
+                             f"{args.distill_logits} has another vocabulary")
+        seg["soft"] = dict(target=str(args.distill_logits), weight=args.soft_weight,
+                           windows=args.soft_windows, positions=0, temperature=args.soft_temperature,
+                           where=args.soft_positions, inside_weight=args.soft_inside_weight)
+    if args.peak_lr:
+        seg["peak_lr"] = args.peak_lr
+    if args.train_batch:
+        seg["batch"] = args.train_batch
+    log(f"new segment: {args.steps or 0} steps / {args.minutes or 0} min, warmup {args.warmup}, peak lr "
+        f"{seg.get('peak_lr', hp['lr'])}, {seg.get('batch', hp['batch'])} windows of {hp['seq']} tokens per step"
+        + (f", {args.distill_mix:.0%} of each batch from target text" if args.distill_from else "")
+        + (" (its greedy continuations only)" if args.distill_greedy else "")
+        + (f", {args.unlikelihood:.0%} of the steps unlikelihood steps" if args.unlikelihood else ""))
+    return seg
+
+
+def _note_unused_flags(args, seg: dict) -> None:
+    log(f"continuing the unfinished segment ({seg['steps_done']} steps, {seg['seconds_done'] / 60:.1f} min done)")
+    unused = [flag for flag, given in (("--distill-from", args.distill_from), ("--distill-greedy", args.distill_greedy),
+                                       ("--distill-logits", args.distill_logits),
+                                       ("--unlikelihood", args.unlikelihood), ("--peak-lr", args.peak_lr),
+                                       ("--train-batch", args.train_batch)) if given]
+    if unused:
+        log(f"note: {', '.join(unused)} only shape a new segment; the unfinished one keeps the settings it "
+            f"started with")
+
+
+class Segment:
+    """One segment's training: the data it reads (corpus windows, the target's texts, soft labels), its steps, its
+    quick evaluations and its checkpoints."""
+
+    def __init__(self, args, work: Path, role: str, tok, model, opt, state: dict, ckpt_path: Path):
+        self.args, self.role, self.model, self.opt, self.state = args, role, model, opt, state
+        self.ckpt_path, self.device = ckpt_path, args.device
+        self.seg, self.hp = state["segment"], state["hyper"]
+        self.held = load_stream(work / "packed" / f"{role}-heldout.u16")
+        self.mix, self.ul = self.seg.get("distill"), self.seg.get("unlikelihood")
+        batch = self.seg.get("batch", self.hp["batch"])  # a GPU segment takes more windows per step (--train-batch)
+        n_dist = int(round(batch * self.mix["mix"])) if self.mix else 0
+        self.train = Windows(load_stream(work / "packed" / f"{role}-train.u16"), self.hp["seq"], batch - n_dist,
+                             args.seed)
+        if state["data"] is not None:
+            self.train.load_state_dict(state["data"])
+        self.dist = self.dist_held = self.dmeta = None
+        if n_dist:
+            self._open_distill(work, tok, n_dist)
+        if role != "target":
+            source = None
+            if self.mix:
+                source = work / "distill" / self.mix["source"]
+            elif args.distill_from:
+                source = distill_dir(work, Path(args.distill_from))
+            if source is not None and (source / "heldout.jsonl").is_file():
+                self.dist_held = pack_distill(work, role, tok, source, "heldout")[0]
+        self.soft, self.labeler = self.seg.get("soft"), None
+        if self.soft:
+            self._open_labeler(tok)
+        self.ema = None
+
+    def _open_distill(self, work: Path, tok, n_dist: int) -> None:
+        source = work / "distill" / self.mix["source"]
+        stream, self.dmeta = pack_distill(work, self.role, tok, source, "train",
+                                          greedy_only=self.mix.get("greedy_only", False))
+        self.dist = Windows(stream, self.hp["seq"], n_dist, self.args.seed + 1)
+        saved = self.state.get("data_distill")
+        if saved and saved.get("key") == self.dmeta["key"]:
+            self.dist.load_state_dict(saved)
         elif saved:
             log("the distillation texts changed since the last run: their order starts afresh")
-        mix["samples"], mix["tokens"] = dmeta["samples"], dmeta["tokens"]
-    if role != "target":
-        source = None
-        if mix:
-            source = work / "distill" / mix["source"]
-        elif args.distill_from:
-            source = distill_dir(work, Path(args.distill_from))
-        if source is not None and (source / "heldout.jsonl").is_file():
-            dist_held = pack_distill(work, role, tok, source, "heldout")[0]
+        self.mix["samples"], self.mix["tokens"] = self.dmeta["samples"], self.dmeta["tokens"]
 
-    soft, labeler = seg.get("soft"), None
-    if soft:
-        from soft_labels import SoftLabeler, heldout_soft_loss, soft_loss
+    def _open_labeler(self, tok) -> None:
+        from soft_labels import SoftLabeler
 
-        labeler = SoftLabeler(soft["target"], tok, device, bf16=device.startswith("cuda"),
-                              temperature=soft.get("temperature", 1.0), positions=soft.get("where", "aligned"))
-        log(f"soft labels from {soft['target']} at T={soft.get('temperature', 1.0):g} at the {labeler.positions} "
+        soft = self.soft
+        self.labeler = SoftLabeler(soft["target"], tok, self.device, bf16=self.device.startswith("cuda"),
+                                   temperature=soft.get("temperature", 1.0), positions=soft.get("where", "aligned"))
+        log(f"soft labels from {soft['target']} at T={soft.get('temperature', 1.0):g} at the {self.labeler.positions} "
             f"positions on {soft['windows']} windows a "
-            f"step, weight {soft['weight']}" + ("" if role == "target" else
-            f" ({labeler.exact} of its tokens are drafter tokens; the rest map to their first drafter piece)"))
+            f"step, weight {soft['weight']}" + ("" if self.role == "target" else
+            f" ({self.labeler.exact} of its tokens are drafter tokens; the rest map to their first drafter piece)"))
 
-    stop = Stop()
+    def checkpoint(self) -> None:
+        self.state.update(model={k: v.detach().to("cpu", torch.float32) for k, v in self.model.state_dict().items()},
+                          optimizer=self.opt.state_dict(), data=self.train.state_dict())
+        if self.dist is not None:
+            self.state["data_distill"] = dict(self.dist.state_dict(), key=self.dmeta["key"])
+        save_checkpoint(self.ckpt_path, self.state)
 
-    def checkpoint():
-        state.update(model={k: v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()},
-                     optimizer=opt.state_dict(), data=train.state_dict())
-        if dist is not None:
-            state["data_distill"] = dict(dist.state_dict(), key=dmeta["key"])
-        save_checkpoint(ckpt_path, state)
+    def loss(self) -> tuple[torch.Tensor, int]:
+        """This step's loss and the tokens it read. Whether it is an unlikelihood step, and its prompts, follow from
+        the step number, so a resumed run does the same."""
+        from train_common import autocast_ctx
 
-    torch.manual_seed(args.seed + state["totals"]["steps"])
-    last_ckpt = last_print = last_eval = time.time()
-    ema = None
-    now_steps, now_start = 0, time.time()
-
-    def enough_for_now() -> bool:
-        return ((args.for_steps is not None and now_steps >= args.for_steps)
-                or (args.for_minutes is not None and time.time() - now_start >= args.for_minutes * 60))
-
-    while not segment_finished(seg) and not stop.requested and not enough_for_now():
-        now_steps += 1
-        t_step = time.time()
-        lr = segment_lr(seg, seg.get("peak_lr", hp["lr"]))
-        for group in opt.param_groups:
-            group["lr"] = lr
-        # an unlikelihood step or not, and its prompts, follow from the step number: a resumed run does the same
-        gen = torch.Generator().manual_seed(args.seed * 1_000_003 + state["totals"]["steps"])
+        gen = torch.Generator().manual_seed(self.args.seed * 1_000_003 + self.state["totals"]["steps"])
+        ul, soft = self.ul, self.soft
         if ul and float(torch.rand(1, generator=gen)) < ul["share"]:
-            loss, repeats, n = unlikelihood_loss(model, train.stream, gen, device, ul)
+            loss, repeats, n = unlikelihood_loss(self.model, self.train.stream, gen, self.device, ul)
             ul["steps"] += 1
             ul["repeat_share"] = repeats if ul["repeat_share"] is None else 0.9 * ul["repeat_share"] + 0.1 * repeats
-        else:
-            x = train.next_batch()
-            if dist is not None:
-                x = torch.cat([dist.next_batch(), x])
-            x = x.to(device)
-            if labeler is not None:  # the target reads the first windows; its labels join the text's
-                idx, y, share = labeler.labels(x[:soft["windows"]])
-                if soft.get("inside_weight", 1.0) != 1.0 and labeler.last_aligned.numel():
-                    y = torch.where(labeler.last_aligned[:, None].to(y.device), y, soft["inside_weight"] * y)
-            with autocast_ctx(device):
-                logits = model(input_ids=x[:, :-1]).logits
-            loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
-                                                     x[:, 1:].reshape(-1))
-            if labeler is not None and idx.numel():
-                ls = soft_loss(logits, idx, y)
-                loss = (1 - soft["weight"]) * loss + soft["weight"] * ls
-                soft["positions"] += idx.numel()
-                soft["share"] = share if soft.get("share") is None else 0.98 * soft["share"] + 0.02 * share
-                soft["loss"] = ls.item() if soft.get("loss") is None else 0.98 * soft["loss"] + 0.02 * ls.item()
-            n = x[:, 1:].numel()
-        opt.zero_grad(set_to_none=True)
+            return loss, n
+        x = self.train.next_batch()
+        if self.dist is not None:
+            x = torch.cat([self.dist.next_batch(), x])
+        x = x.to(self.device)
+        if self.labeler is not None:  # the target reads the first windows; its labels join the text's
+            idx, y, share = self.labeler.labels(x[:soft["windows"]])
+            if soft.get("inside_weight", 1.0) != 1.0 and self.labeler.last_aligned.numel():
+                y = torch.where(self.labeler.last_aligned[:, None].to(y.device), y, soft["inside_weight"] * y)
+        with autocast_ctx(self.device):
+            logits = self.model(input_ids=x[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
+        if self.labeler is not None and idx.numel():
+            from soft_labels import soft_loss
+
+            ls = soft_loss(logits, idx, y)
+            loss = (1 - soft["weight"]) * loss + soft["weight"] * ls
+            soft["positions"] += idx.numel()
+            soft["share"] = share if soft.get("share") is None else 0.98 * soft["share"] + 0.02 * share
+            soft["loss"] = ls.item() if soft.get("loss") is None else 0.98 * soft["loss"] + 0.02 * ls.item()
+        return loss, x[:, 1:].numel()
+
+    def step(self) -> float:
+        """One optimizer step; returns its loss."""
+        seg, totals = self.seg, self.state["totals"]
+        t_step = time.time()
+        lr = segment_lr(seg, seg.get("peak_lr", self.hp["lr"]))
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        loss, n = self.loss()
+        self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
         dt = time.time() - t_step
         seg["steps_done"] += 1
         seg["seconds_done"] += dt
         seg["tokens_done"] += n
-        state["totals"]["steps"] += 1
-        state["totals"]["tokens"] += n
-        state["totals"]["seconds"] += dt
-        lv = loss.item()
-        ema = lv if ema is None else 0.98 * ema + 0.02 * lv
-        now = time.time()
-        if now - last_print > 60:
-            log(f"{role}: step {state['totals']['steps']} loss {lv:.3f} (ema {ema:.3f}) lr {lr:.2e} "
-                f"{seg['tokens_done'] / max(seg['seconds_done'], 1e-9):.0f} tok/s; segment "
-                f"{seg['seconds_done'] / 60:.1f} min; total {state['totals']['tokens']:,} tokens"
-                + (f"; soft-label loss {soft['loss']:.3f} on {soft['share']:.0%} of the positions read"
-                   if soft and soft.get("loss") is not None else "")
-                + (f"; {ul['steps']} unlikelihood steps, repeated-4-gram share of greedy text "
-                   f"{ul['repeat_share']:.3f}" if ul and ul["repeat_share"] is not None else ""))
-            last_print = now
-        if now - last_eval > args.eval_minutes * 60:
-            ev = heldout_loss(model, held, None, hp["seq"], device, bf16=True, max_windows=64)
-            if labeler is not None:
-                ev["soft_label_ce"] = heldout_soft_loss(model, labeler, held, hp["seq"], device, max_windows=32)["soft_ce"]
-            if dist_held is not None:
-                ev["target_text_nats_per_token"] = heldout_loss(model, dist_held, None, hp["seq"], device,
-                                                                bf16=True, max_windows=64)["nats_per_token"]
-            ev.update(step=state["totals"]["steps"], trained_tokens=state["totals"]["tokens"], train_ema=round(ema, 4))
-            state["evals"].append(ev)
-            log(f"{role}: quick held-out eval {ev}")
-            last_eval = time.time()
-        if now - last_ckpt > args.checkpoint_minutes * 60:
-            checkpoint()
-            last_ckpt = time.time()
-    if segment_finished(seg):
-        ev = heldout_loss(model, held, data["heldout"]["chars"], hp["seq"], device, bf16=False)
-        if dist_held is not None:
-            ev["target_text_nats_per_token"] = heldout_loss(model, dist_held, None, hp["seq"], device,
+        totals["steps"] += 1
+        totals["tokens"] += n
+        totals["seconds"] += dt
+        self.lr, lv = lr, loss.item()
+        self.ema = lv if self.ema is None else 0.98 * self.ema + 0.02 * lv
+        return lv
+
+    def log_progress(self, lv: float) -> None:
+        seg, soft, ul = self.seg, self.soft, self.ul
+        log(f"{self.role}: step {self.state['totals']['steps']} loss {lv:.3f} (ema {self.ema:.3f}) lr {self.lr:.2e} "
+            f"{seg['tokens_done'] / max(seg['seconds_done'], 1e-9):.0f} tok/s; segment "
+            f"{seg['seconds_done'] / 60:.1f} min; total {self.state['totals']['tokens']:,} tokens"
+            + (f"; soft-label loss {soft['loss']:.3f} on {soft['share']:.0%} of the positions read"
+               if soft and soft.get("loss") is not None else "")
+            + (f"; {ul['steps']} unlikelihood steps, repeated-4-gram share of greedy text "
+               f"{ul['repeat_share']:.3f}" if ul and ul["repeat_share"] is not None else ""))
+
+    def quick_eval(self) -> None:
+        ev = heldout_loss(self.model, self.held, None, self.hp["seq"], self.device, bf16=True, max_windows=64)
+        if self.labeler is not None:
+            from soft_labels import heldout_soft_loss
+
+            ev["soft_label_ce"] = heldout_soft_loss(self.model, self.labeler, self.held, self.hp["seq"], self.device,
+                                                    max_windows=32)["soft_ce"]
+        if self.dist_held is not None:
+            ev["target_text_nats_per_token"] = heldout_loss(self.model, self.dist_held, None, self.hp["seq"],
+                                                            self.device, bf16=True, max_windows=64)["nats_per_token"]
+        ev.update(step=self.state["totals"]["steps"], trained_tokens=self.state["totals"]["tokens"],
+                  train_ema=round(self.ema, 4))
+        self.state["evals"].append(ev)
+        log(f"{self.role}: quick held-out eval {ev}")
+
+    def run(self, stop) -> None:
+        """Steps until the segment is done, a signal asks to stop, or ``--for-steps``/``--for-minutes`` is spent."""
+        args, seg = self.args, self.seg
+        torch.manual_seed(args.seed + self.state["totals"]["steps"])
+        last_ckpt = last_print = last_eval = now_start = time.time()
+        now_steps = 0
+
+        def enough_for_now() -> bool:
+            return ((args.for_steps is not None and now_steps >= args.for_steps)
+                    or (args.for_minutes is not None and time.time() - now_start >= args.for_minutes * 60))
+
+        while not segment_finished(seg) and not stop.requested and not enough_for_now():
+            now_steps += 1
+            lv = self.step()
+            now = time.time()
+            if now - last_print > 60:
+                self.log_progress(lv)
+                last_print = now
+            if now - last_eval > args.eval_minutes * 60:
+                self.quick_eval()
+                last_eval = time.time()
+            if now - last_ckpt > args.checkpoint_minutes * 60:
+                self.checkpoint()
+                last_ckpt = time.time()
+
+    def finish(self, heldout_chars: int) -> None:
+        """The finished segment's full held-out evaluation, recorded in the totals' sessions."""
+        seg, device, seq = self.seg, self.device, self.hp["seq"]
+        ev = heldout_loss(self.model, self.held, heldout_chars, seq, device, bf16=False)
+        if self.dist_held is not None:
+            ev["target_text_nats_per_token"] = heldout_loss(self.model, self.dist_held, None, seq, device,
                                                             bf16=False)["nats_per_token"]
         seg.update(finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), heldout=ev)
-        state["segments"].append(seg)
-        state["totals"]["sessions"].append(dict(what="resume segment", steps=seg["steps_done"],
-                                                tokens=seg["tokens_done"], seconds=round(seg["seconds_done"], 1),
-                                                command=seg["command"], finished=seg["finished"], heldout=ev))
-        log(f"{role}: segment finished; held-out {ev}")
-    checkpoint()
+        self.state["segments"].append(seg)
+        self.state["totals"]["sessions"].append(dict(
+            what="resume segment", steps=seg["steps_done"], tokens=seg["tokens_done"],
+            seconds=round(seg["seconds_done"], 1), command=seg["command"], finished=seg["finished"], heldout=ev))
+        log(f"{self.role}: segment finished; held-out {ev}")
+
+
+def resume(args) -> int:
+    work, role = Path(args.work).expanduser(), args.role
+    init_dir = Path(args.init or ROOT / "assets" / "tiny-code" / role)
+    ckpt_path = work / "ckpt" / f"{role}.pt"
+    torch.set_num_threads(args.threads)
+    model, tok = load_init(init_dir, role, args.seed)
+    data = prepare_data(work, role, tok)
+    state = _load_state(args, role, init_dir, ckpt_path, model)
+    state.setdefault("hyper", dict(HYPER[role]))
+    if args.status:
+        print(json.dumps({k: v for k, v in state.items() if k not in ("model", "optimizer")}, indent=1, default=str))
+        return 0
+    model.to(args.device).train()
+    opt = make_optimizer(model, state["hyper"]["lr"])
+    if state["optimizer"] is not None:
+        opt.load_state_dict(state["optimizer"])
+    if segment_finished(state["segment"]):
+        if not (args.minutes or args.steps):
+            log("no unfinished segment; pass --minutes or --steps to train more")
+            return 0
+        state["segment"] = _new_segment(args, role, tok, work, state["hyper"])
+    else:
+        _note_unused_flags(args, state["segment"])
+    segment = Segment(args, work, role, tok, model, opt, state, ckpt_path)
+    segment.run(Stop())
+    if segment_finished(state["segment"]):
+        segment.finish(data["heldout"]["chars"])
+    segment.checkpoint()
     log(f"{role}: checkpoint written to {ckpt_path} ({state['totals']['tokens']:,} tokens in "
         f"{state['totals']['seconds'] / 60:.1f} min of training in all)")
     return 0
