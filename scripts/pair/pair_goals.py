@@ -327,7 +327,7 @@ def attach_oracle(rows, path: str) -> None:
             r["oracle"] = bounds[(r["algorithm"], r["temperature"])]
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", default="~/.cache/hsd-train", help="resume's work folder (corpus, packed held-out)")
     ap.add_argument("--skip-bpc", action="store_true")
@@ -370,77 +370,33 @@ def main(argv=None) -> int:
     ap.add_argument("--oracle", default=None, metavar="JSON",
                     help="the bounds `scripts/pair/oracle_ceiling.py --json` wrote: each missed goal says whether any "
                          "drafter could reach it")
-    args = ap.parse_args(argv)
-    if args.cards_from:
-        saved = json.loads(Path(args.cards_from).read_text())
-        if "costs_text" not in saved:
-            ap.error(f"--cards-from: {args.cards_from} has no forward costs; save the run with --costs")
-        vars(args).update({"prompt_set": "files", **saved["settings"]})  # a saved run naming no set measured code.jsonl
-        if args.oracle:
-            attach_oracle(saved["speed"], args.oracle)
-        write_cards(Path(args.pair), saved["speed"], saved["machine"], args, saved["costs_text"])
-        return 0
-    if args.lookahead != "auto":
-        if not args.lookahead.isdigit() or int(args.lookahead) < 1:
-            ap.error(f"--lookahead: a positive integer or 'auto', not {args.lookahead!r}")
-        args.lookahead = int(args.lookahead)
-    torch.set_num_threads(args.threads)
-    spec, work = PROMPT_SETS[args.prompt_set], Path(args.work).expanduser()
-    try:
-        measurable, calibration_rows = select_prompts(args.prompt_set, args.calibration_prompts)
-    except ValueError as exc:
-        ap.error(str(exc))
-    if args.prompts > len(measurable):
-        ap.error(f"--prompts: at most {len(measurable)} with --prompt-set {args.prompt_set} (its calibration prompts "
-                 "are never measured)")
-    prompts, calibration = [r["prompt"] for r in measurable[:args.prompts]], [r["prompt"] for r in calibration_rows]
-    calibration_file = f"{spec['calibration'] or spec['measured']}.jsonl"
-    print(f"prompt set {args.prompt_set}: measured on assets/prompts/{spec['measured']}.jsonl ({spec['about']}); "
-          f"--lookahead auto calibrates on {len(calibration)} prompts of {calibration_file}"
-          + ("" if spec["calibration"] else " (its last ones)") + f"; bits/char on the corpus split {spec['split']}")
-    out = {}
-    folder = Path(args.pair)
-    target = args.target or folder / "target"
-    if not args.skip_bpc:
-        out["bpc"] = bits_per_char(work, target, spec["split"])
-        bpc = out["bpc"] and out["bpc"]["bits_per_char"]
-        print(f"bits/char of {target} on {work / 'corpus' / spec['split']}.jsonl: "
-              f"{bpc if bpc is not None else 'n/a (not in --work)'}  (goal <= {spec['bpc_goal']})")
-    drafters = {"tiny-code": args.drafter or folder / "drafter",
-                "tiny-code-bytes": args.drafter_bytes or folder / "drafter-bytes",
-                "tiny-code-sampling": args.drafter_sampling or folder / "drafter-sampling"}
-    names = {f"{g[1]}@{g[2]:g}" for g in SPEED}
-    if args.only is not None and set(args.only.split(",")) - names:
-        ap.error(f"--only: unknown goal(s) {', '.join(sorted(set(args.only.split(',')) - names))}; "
-                 f"the goals are {', '.join(sorted(names))} (or --skip-speed for none)")
-    wanted = [] if args.skip_speed else [g for g in SPEED if args.only is None or f"{g[1]}@{g[2]:g}" in args.only.split(",")]
-    pairs = {}
-    if not wanted:  # the text-quality measurement still needs a loaded target
-        pairs["tiny-code"] = hsd.load_pair(str(target), str(drafters["tiny-code"]), device="cpu")
-    for preset, *_ in wanted:
-        if preset not in pairs:
-            pairs[preset] = hsd.load_pair(str(target), str(drafters[preset]), device="cpu")
-    print(f"pair: target {target}; drafters {', '.join(f'{k}: {v}' for k, v in drafters.items())}")
-    machine = machine_line(machine_info(next(iter(pairs.values()))))
-    print(f"machine: {machine}")
-    if not args.skip_quality:
-        quality_rows = measurable[:args.quality_prompts or len(measurable)]
-        q = quality(next(iter(pairs.values())), [r["prompt"] for r in quality_rows], args.quality_tokens)
-        shares = [r["share"] for r in q]
-        out["distinct_4gram_share"] = statistics.mean(shares)
-        out["distinct_4gram_stderr"] = statistics.stdev(shares) / len(shares) ** 0.5 if len(shares) > 1 else None
-        out["quality_prompts"] = len(q)
-        out["samples"] = q[:3]
-        print(f"greedy distinct 4-gram share over {len(q)} held-out prompts: {out['distinct_4gram_share']:.3f}"
-              + (f" +- {out['distinct_4gram_stderr']:.3f} (standard error)" if out["distinct_4gram_stderr"] else "")
-              + " (goal >= 0.7)")
-        texts = source_texts(quality_rows, work / "corpus" / f"{spec['split']}.jsonl")
-        out["human_4gram_share"] = human_share(next(iter(pairs.values())).target.tokenizer, quality_rows,
-                                               args.quality_tokens, texts)
-        if out["human_4gram_share"] is not None:
-            print(f"  the source files' own continuations of the same prompts: {out['human_4gram_share']:.3f}")
-        for r in q[:3]:
-            print("---\n" + r["prompt"] + r["text"])
+    return ap
+
+
+def measure_quality(pair, measurable: list[dict], args, work: Path, spec: dict, out: dict) -> None:
+    """The greedy text's distinct 4-gram share on the set's measurable prompts (and the source files' own, for
+    comparison), into ``out``."""
+    quality_rows = measurable[:args.quality_prompts or len(measurable)]
+    q = quality(pair, [r["prompt"] for r in quality_rows], args.quality_tokens)
+    shares = [r["share"] for r in q]
+    out["distinct_4gram_share"] = statistics.mean(shares)
+    out["distinct_4gram_stderr"] = statistics.stdev(shares) / len(shares) ** 0.5 if len(shares) > 1 else None
+    out["quality_prompts"] = len(q)
+    out["samples"] = q[:3]
+    print(f"greedy distinct 4-gram share over {len(q)} held-out prompts: {out['distinct_4gram_share']:.3f}"
+          + (f" +- {out['distinct_4gram_stderr']:.3f} (standard error)" if out["distinct_4gram_stderr"] else "")
+          + " (goal >= 0.7)")
+    texts = source_texts(quality_rows, work / "corpus" / f"{spec['split']}.jsonl")
+    out["human_4gram_share"] = human_share(pair.target.tokenizer, quality_rows,
+                                           args.quality_tokens, texts)
+    if out["human_4gram_share"] is not None:
+        print(f"  the source files' own continuations of the same prompts: {out['human_4gram_share']:.3f}")
+    for r in q[:3]:
+        print("---\n" + r["prompt"] + r["text"])
+
+
+def measure_speed(pairs: dict, wanted: list, spec: dict, prompts: list[str], calibration: list[str], args) -> list[dict]:
+    """Each wanted goal against AR, its lookahead chosen on the calibration prompts when ``--lookahead auto``."""
     rows = []
     for preset, algorithm, temperature, goal, noise in wanted:
         goal = spec["speed_goals"].get((algorithm, temperature)) if goal is not None else None
@@ -460,6 +416,91 @@ def main(argv=None) -> int:
         verdict = "" if goal is None else ("  met" if row["speedup"] >= goal else f"  MISSED (goal {goal}x)")
         print(f"{preset:16s} {algorithm:5s} T={temperature:<4} {noise:11s} AR {row['ar_tps']:7.1f} tok/s  {row['tps']:7.1f} tok/s  "
               f"{row['speedup']:.2f}x  k {row['lookahead']}  tau {row['tau']:.2f}  acceptance {row['acceptance']:.1%}{verdict}")
+    return rows
+
+
+def print_requirements(rows: list[dict], costs: dict) -> None:
+    """What acceptance each goal asks of its drafter at the measured costs (i.i.d. model), into each row."""
+    print("What each goal asks of its drafter (i.i.d. model, the costs above, no engine overhead):")
+    for row in rows:
+        c = costs[row["preset"]]
+        step = c["verify_1_ms"]
+        v = lambda n, c=c, step=step: c.get(f"verify_{min(n, 9)}_ms", c["verify_9_ms"]) / step  # noqa: E731
+        per_draft = row["proposals_per_drafted"] or 1.0
+        if row["algorithm"] == "slrs":  # one target position costs bytes-per-token drafter steps
+            per_draft = 1.0 / BYTES_PER_TOKEN
+        if row["goal"]:
+            row["requirement"] = requirement(row["goal"], c["draft_ms"] / step, v, per_draft)
+            r = row["requirement"]
+            r["cost_ratio"] = c["draft_ms"] / step
+            need = ("unreachable at any acceptance" if r["needed_acceptance"] is None else
+                    f"needs acceptance >= {r['needed_acceptance']:.2f} per proposal (at {r['needed_at_k']} proposals)")
+            print(f"  {row['preset']} {row['algorithm']} T={row['temperature']}: goal {row['goal']}x {need}; "
+                  f"measured {row['verified_acceptance']:.2f} (accepted/verified); ceiling at acceptance 1: {r['ceiling']:.2f}x ({r['ceiling_k']} "
+                  "proposals), "
+                  f"c = {c['draft_ms'] / step:.3f}, {per_draft:.2f} target proposals per drafter token")
+
+
+def choose_prompts(ap, args, spec: dict) -> tuple[list[dict], list[str], list[str], str]:
+    """The set's measurable rows, the measured prompts, the calibration prompts and the calibration file's name."""
+    try:
+        measurable, calibration_rows = select_prompts(args.prompt_set, args.calibration_prompts)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.prompts > len(measurable):
+        ap.error(f"--prompts: at most {len(measurable)} with --prompt-set {args.prompt_set} (its calibration prompts "
+                 "are never measured)")
+    prompts, calibration = [r["prompt"] for r in measurable[:args.prompts]], [r["prompt"] for r in calibration_rows]
+    calibration_file = f"{spec['calibration'] or spec['measured']}.jsonl"
+    print(f"prompt set {args.prompt_set}: measured on assets/prompts/{spec['measured']}.jsonl ({spec['about']}); "
+          f"--lookahead auto calibrates on {len(calibration)} prompts of {calibration_file}"
+          + ("" if spec["calibration"] else " (its last ones)") + f"; bits/char on the corpus split {spec['split']}")
+    return measurable, prompts, calibration, calibration_file
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if args.cards_from:
+        saved = json.loads(Path(args.cards_from).read_text())
+        if "costs_text" not in saved:
+            ap.error(f"--cards-from: {args.cards_from} has no forward costs; save the run with --costs")
+        vars(args).update({"prompt_set": "files", **saved["settings"]})  # a saved run naming no set measured code.jsonl
+        if args.oracle:
+            attach_oracle(saved["speed"], args.oracle)
+        write_cards(Path(args.pair), saved["speed"], saved["machine"], args, saved["costs_text"])
+        return 0
+    if args.lookahead != "auto":
+        if not args.lookahead.isdigit() or int(args.lookahead) < 1:
+            ap.error(f"--lookahead: a positive integer or 'auto', not {args.lookahead!r}")
+        args.lookahead = int(args.lookahead)
+    torch.set_num_threads(args.threads)
+    spec, work = PROMPT_SETS[args.prompt_set], Path(args.work).expanduser()
+    measurable, prompts, calibration, calibration_file = choose_prompts(ap, args, spec)
+    out = {}
+    folder = Path(args.pair)
+    target = args.target or folder / "target"
+    if not args.skip_bpc:
+        out["bpc"] = bits_per_char(work, target, spec["split"])
+        bpc = out["bpc"] and out["bpc"]["bits_per_char"]
+        print(f"bits/char of {target} on {work / 'corpus' / spec['split']}.jsonl: "
+              f"{bpc if bpc is not None else 'n/a (not in --work)'}  (goal <= {spec['bpc_goal']})")
+    drafters = {"tiny-code": args.drafter or folder / "drafter",
+                "tiny-code-bytes": args.drafter_bytes or folder / "drafter-bytes",
+                "tiny-code-sampling": args.drafter_sampling or folder / "drafter-sampling"}
+    names = {f"{g[1]}@{g[2]:g}" for g in SPEED}
+    if args.only is not None and set(args.only.split(",")) - names:
+        ap.error(f"--only: unknown goal(s) {', '.join(sorted(set(args.only.split(',')) - names))}; "
+                 f"the goals are {', '.join(sorted(names))} (or --skip-speed for none)")
+    wanted = [] if args.skip_speed else [g for g in SPEED if args.only is None or f"{g[1]}@{g[2]:g}" in args.only.split(",")]
+    pairs = {preset: hsd.load_pair(str(target), str(drafters[preset]), device="cpu")
+             for preset in dict.fromkeys([g[0] for g in wanted] or ["tiny-code"])}  # quality needs a target too
+    print(f"pair: target {target}; drafters {', '.join(f'{k}: {v}' for k, v in drafters.items())}")
+    machine = machine_line(machine_info(next(iter(pairs.values()))))
+    print(f"machine: {machine}")
+    if not args.skip_quality:
+        measure_quality(next(iter(pairs.values())), measurable, args, work, spec, out)
+    rows = measure_speed(pairs, wanted, spec, prompts, calibration, args)
     if args.oracle:
         attach_oracle(rows, args.oracle)
     out["speed"] = rows
@@ -471,24 +512,7 @@ def main(argv=None) -> int:
     if args.write_cards or args.costs:
         out["costs_text"], out["costs"] = cost_table(pairs, machine)
         print(out["costs_text"])
-        print("What each goal asks of its drafter (i.i.d. model, the costs above, no engine overhead):")
-        for row in rows:
-            c = out["costs"][row["preset"]]
-            step = c["verify_1_ms"]
-            v = lambda n, c=c, step=step: c.get(f"verify_{min(n, 9)}_ms", c["verify_9_ms"]) / step  # noqa: E731
-            per_draft = row["proposals_per_drafted"] or 1.0
-            if row["algorithm"] == "slrs":  # one target position costs bytes-per-token drafter steps
-                per_draft = 1.0 / BYTES_PER_TOKEN
-            if row["goal"]:
-                row["requirement"] = requirement(row["goal"], c["draft_ms"] / step, v, per_draft)
-                r = row["requirement"]
-                r["cost_ratio"] = c["draft_ms"] / step
-                need = ("unreachable at any acceptance" if r["needed_acceptance"] is None else
-                        f"needs acceptance >= {r['needed_acceptance']:.2f} per proposal (at {r['needed_at_k']} proposals)")
-                print(f"  {row['preset']} {row['algorithm']} T={row['temperature']}: goal {row['goal']}x {need}; "
-                      f"measured {row['verified_acceptance']:.2f} (accepted/verified); ceiling at acceptance 1: {r['ceiling']:.2f}x ({r['ceiling_k']} "
-                      "proposals), "
-                      f"c = {c['draft_ms'] / step:.3f}, {per_draft:.2f} target proposals per drafter token")
+        print_requirements(rows, out["costs"])
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     if args.write_cards:
