@@ -195,37 +195,8 @@ def candidate_work(work: Path, name: str, role: str) -> Path:
     return folder
 
 
-def run(args) -> int:
-    import torch
-
-    t0 = time.time()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    base = Path(args.scratch or tempfile.mkdtemp(prefix="hsd-gpu-"))
-    with tarfile.open(args.bundle) as tar:
-        tar.extractall(base, filter="data")
-    work = base / "work"
-    info = json.loads((work / "bundle.json").read_text())
-    target = ROOT / "assets" / "tiny-code" / "target" if args.target is None else Path(args.target)
-    import resumable
-
-    if resumable.weights_digest(target) != info["digest"]:
-        raise SystemExit(f"{target} is not the target the bundle's distillation set came from ({info['target']}); "
-                         f"pack again with this one")
-    if args.device.startswith("cuda"):
-        log(f"torch {torch.__version__}, GPU: {torch.cuda.get_device_name() if torch.cuda.is_available() else None}")
-    tp = [sys.executable, str(ROOT / "scripts" / "train_pair.py")]
-    status = _steps(args.distill_minutes * 60 + 60, {"distill": tp + [
-        "distill", "--work", str(work), "--target", str(target), "--device", args.device, "--threads",
-        str(args.threads), "--batch", str(args.distill_batch), "--minutes", str(args.distill_minutes),
-        "--samples", str(args.distill_samples)]})
-    def segment(role: str, folder: Path, init: Path | None) -> list[str]:
-        return tp + ["resume", "--role", role, "--work", str(folder), *([] if init is None else ["--init", str(init)]),
-                     "--device", args.device, "--threads", str(args.threads), "--distill-from", str(target),
-                     "--distill-mix", str(args.distill_mix), "--minutes", str(args.train_minutes), "--train-batch",
-                     str(args.train_batch or GPU_BATCH[role]), "--eval-minutes", "0.5", "--checkpoint-minutes", "100",
-                     *([] if args.peak_lr is None else ["--peak-lr", str(args.peak_lr)]), *soft_args(role)]
-
+def _jobs(args, work: Path, info: dict, target: Path, tp: list[str]) -> dict[str, list[str]]:
+    """The drafter segments to run side by side: one per role, and one per candidate the bundle carries."""
     soft = {role: float(t) for role, t in args.soft or []}
 
     def soft_args(role: str) -> list[str]:  # the target's soft labels at the role's temperature (scripts/soft_labels.py)
@@ -234,43 +205,52 @@ def run(args) -> int:
         return ["--distill-logits", str(target), "--soft-temperature", str(soft[role]), "--soft-positions",
                 args.soft_positions, "--soft-windows", str(args.soft_windows), "--soft-weight", str(args.soft_weight)]
 
+    def segment(role: str, folder: Path, init: Path | None) -> list[str]:
+        return tp + ["resume", "--role", role, "--work", str(folder), *([] if init is None else ["--init", str(init)]),
+                     "--device", args.device, "--threads", str(args.threads), "--distill-from", str(target),
+                     "--distill-mix", str(args.distill_mix), "--minutes", str(args.train_minutes), "--train-batch",
+                     str(args.train_batch or GPU_BATCH[role]), "--eval-minutes", "0.5", "--checkpoint-minutes", "100",
+                     *([] if args.peak_lr is None else ["--peak-lr", str(args.peak_lr)]), *soft_args(role)]
+
     roles = info["roles"] if args.roles is None else args.roles
     jobs = {role: segment(role, work, None if args.init is None else Path(args.init) / role) for role in roles}
     for name, role in info.get("candidates", {}).items():
         jobs[f"candidate {name}"] = segment(role, candidate_work(work, name, role), work / "candidates" / name / role)
-    status.update(_steps(args.train_minutes * 60 + 120, jobs))
-    # results: the checkpoints, the new continuations (xz, in parts below 16 MiB), what happened
-    for role in roles:
-        ckpt = work / "ckpt" / f"{role}.pt"
-        if ckpt.is_file():
-            shutil.copy2(ckpt, out / f"{role}.pt")
-    if info.get("candidates"):  # model folders (float16), not checkpoints: what comes back is limited
-        import resumable
+    return jobs
 
-        with tempfile.TemporaryDirectory() as tmp:
-            for name, role in info["candidates"].items():
-                ckpt = candidate_work(work, name, role) / "ckpt" / f"{role}.pt"
-                if ckpt.is_file():
-                    state = torch.load(ckpt, map_location="cpu", weights_only=False)
-                    model, tok = resumable.load_init(work / "candidates" / name / role)
-                    model.load_state_dict(state["model"])
-                    from train_common import save_model_dir
 
-                    save_model_dir(model, tok, Path(tmp) / name / role)
-                    (Path(tmp) / name / "segment.json").write_text(json.dumps(
-                        {k: v for k, v in state.items() if k not in ("model", "optimizer")}, indent=1, default=str))
-            archive = out / "candidates.tar"
-            with tarfile.open(archive, "w") as tar:
-                tar.add(tmp, arcname="candidates")
-        data = archive.read_bytes()
-        archive.unlink()
-        for k in range(0, len(data), PART):
-            (out / f"candidates.tar.{k // PART:02d}").write_bytes(data[k:k + PART])
+def _return_candidates(info: dict, work: Path, out: Path) -> None:
+    """Each candidate as a float16 model folder (not a checkpoint: what comes back is limited), tarred in parts."""
+    import torch
+
+    import resumable
+    from train_common import save_model_dir
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, role in info["candidates"].items():
+            ckpt = candidate_work(work, name, role) / "ckpt" / f"{role}.pt"
+            if ckpt.is_file():
+                state = torch.load(ckpt, map_location="cpu", weights_only=False)
+                model, tok = resumable.load_init(work / "candidates" / name / role)
+                model.load_state_dict(state["model"])
+                save_model_dir(model, tok, Path(tmp) / name / role)
+                (Path(tmp) / name / "segment.json").write_text(json.dumps(
+                    {k: v for k, v in state.items() if k not in ("model", "optimizer")}, indent=1, default=str))
+        archive = out / "candidates.tar"
+        with tarfile.open(archive, "w") as tar:
+            tar.add(tmp, arcname="candidates")
+    data = archive.read_bytes()
+    archive.unlink()
+    for k in range(0, len(data), PART):
+        (out / f"candidates.tar.{k // PART:02d}").write_bytes(data[k:k + PART])
+
+
+def _return_distill(args, info: dict, work: Path, out: Path) -> tuple[bytes, bytes]:
+    """The new continuations, xz-compressed in parts, at most ``--max-return-mb`` (whole batches are not tracked
+    here, so the meta's counts are set to what is returned); returns the text and its compressed form."""
     folder = work / "distill" / info["digest"]
     with (folder / "train.jsonl").open("rb") as f:
         lines = [line for i, line in enumerate(f) if i >= info["old_samples"]]
-    # what comes back from a GPU machine is limited: at most --max-return-mb of compressed text (whole
-    # batches are not tracked here, so the meta's counts are set to what is returned)
     cap = args.max_return_mb * 2**20
     new = b"".join(lines)
     ratio = len(lzma.compress(new[:8 << 20], preset=1)) / max(1, len(new[:8 << 20]))  # estimated on 8 MB
@@ -294,6 +274,43 @@ def run(args) -> int:
     for k in range(0, max(1, len(packed)), PART):
         (out / f"distill-new.jsonl.xz.{k // PART:02d}").write_bytes(packed[k:k + PART])
     (out / "distill-meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return new, packed
+
+
+def run(args) -> int:
+    """On the GPU machine: unpack the bundle, distill, train the drafters side by side, and write what comes back
+    (checkpoints, candidates, new continuations, run.json) under ``--out``."""
+    import torch
+
+    import resumable
+
+    t0 = time.time()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = Path(args.scratch or tempfile.mkdtemp(prefix="hsd-gpu-"))
+    with tarfile.open(args.bundle) as tar:
+        tar.extractall(base, filter="data")
+    work = base / "work"
+    info = json.loads((work / "bundle.json").read_text())
+    target = ROOT / "assets" / "tiny-code" / "target" if args.target is None else Path(args.target)
+    if resumable.weights_digest(target) != info["digest"]:
+        raise SystemExit(f"{target} is not the target the bundle's distillation set came from ({info['target']}); "
+                         f"pack again with this one")
+    if args.device.startswith("cuda"):
+        log(f"torch {torch.__version__}, GPU: {torch.cuda.get_device_name() if torch.cuda.is_available() else None}")
+    tp = [sys.executable, str(ROOT / "scripts" / "train_pair.py")]
+    status = _steps(args.distill_minutes * 60 + 60, {"distill": tp + [
+        "distill", "--work", str(work), "--target", str(target), "--device", args.device, "--threads",
+        str(args.threads), "--batch", str(args.distill_batch), "--minutes", str(args.distill_minutes),
+        "--samples", str(args.distill_samples)]})
+    status.update(_steps(args.train_minutes * 60 + 120, _jobs(args, work, info, target, tp)))
+    for role in info["roles"] if args.roles is None else args.roles:
+        ckpt = work / "ckpt" / f"{role}.pt"
+        if ckpt.is_file():
+            shutil.copy2(ckpt, out / f"{role}.pt")
+    if info.get("candidates"):
+        _return_candidates(info, work, out)
+    new, packed = _return_distill(args, info, work, out)
     (out / "run.json").write_text(json.dumps(dict(
         bundle=info, status=status, seconds=round(time.time() - t0, 1), new_samples=new.count(NL),
         device=args.device, command="python " + " ".join(sys.argv)), indent=1) + "\n")
