@@ -134,6 +134,39 @@ def choose_heldout(sizes: dict[str, int], n_eval: int, n_cal: int, seed: int, mi
     return {**{name: "evaluation" for name in drawn[:n_eval]}, **{name: "calibration" for name in drawn[n_eval:]}}
 
 
+def _sources(requirements: Path, stdlib: Path, pypi: list[dict], held_pkgs: dict) -> tuple[list[dict], list[dict]]:
+    """The standard library, the permissively licensed packages of the requirement closure, then the PyPI
+    packages, those held out last; and the packages left out for their licence."""
+    sources = [dict(source="stdlib", name="python", version=platform.python_version(), licence=STDLIB_LICENCE,
+                    permissive=True, files=stdlib_files(stdlib))]
+    dropped = []
+    for dist in requirement_closure(requirements):
+        licence, ok = licence_of(dist)
+        name = dist.metadata["Name"]
+        if ok:
+            sources.append(dict(source=name, name=name, version=dist.version, licence=licence, permissive=True,
+                                files=package_files(dist)))
+        else:
+            dropped.append(dict(name=name, version=dist.version, licence=licence))
+    sources += [src for src in pypi if src["name"] not in held_pkgs]
+    sources += [src for src in pypi if src["name"] in held_pkgs]
+    return sources, dropped
+
+
+def _skip_reason(text: str | None, src: dict, chars: int, seen: set, max_package_chars: int | None,
+                 min_zlib_ratio: float) -> str | None:
+    """Why a file is left out (the ``skipped`` counter it adds to), or None to keep it."""
+    if max_package_chars and src.get("wheel") and text is not None and chars + len(text) > max_package_chars:
+        return "package_cap"
+    if text is None:
+        return "unreadable_or_large"
+    if is_repetitive(text, min_zlib_ratio):
+        return "repetitive"
+    if hashlib.sha256(text.encode()).hexdigest() in seen:
+        return "duplicate"
+    return None
+
+
 def build(requirements: Path, stdlib: Path, previous: dict | None, heldout_every: int = 50,
           max_file_chars: int = 300_000, min_zlib_ratio: float = 0.12, max_files: int | None = None,
           pypi: list[dict] | None = None, heldout_packages: dict[str, str] | None = None,
@@ -146,21 +179,8 @@ def build(requirements: Path, stdlib: Path, previous: dict | None, heldout_every
     still applies to the other sources; those files go to ``heldout`` with group ``files``."""
     prev_train = set(previous.get("train", [])) if previous else set()
     prev_held = set(previous.get("heldout", [])) if previous else set()
-    sources = [dict(source="stdlib", name="python", version=platform.python_version(), licence=STDLIB_LICENCE,
-                    permissive=True, files=stdlib_files(stdlib))]
-    dropped = []
-    for dist in requirement_closure(requirements):
-        licence, ok = licence_of(dist)
-        name = dist.metadata["Name"]
-        if ok:
-            sources.append(dict(source=name, name=name, version=dist.version, licence=licence, permissive=True,
-                                files=package_files(dist)))
-        else:
-            dropped.append(dict(name=name, version=dist.version, licence=licence))
     held_pkgs = heldout_packages or {}
-    pypi = list(pypi or [])
-    sources += [src for src in pypi if src["name"] not in held_pkgs]
-    sources += [src for src in pypi if src["name"] in held_pkgs]
+    sources, dropped = _sources(requirements, stdlib, list(pypi or []), held_pkgs)
     seen, train, heldout, packages = set(), [], [], []
     skipped = dict(unreadable_or_large=0, repetitive=0, duplicate=0, package_cap=0)
     for src in sources:
@@ -168,20 +188,11 @@ def build(requirements: Path, stdlib: Path, previous: dict | None, heldout_every
         group = held_pkgs.get(src["name"]) if src.get("wheel") else None
         for rel, path in src["files"]:
             text = read_text(path, max_file_chars)
-            if max_package_chars and src.get("wheel") and text is not None and chars + len(text) > max_package_chars:
-                skipped["package_cap"] += 1
+            why = _skip_reason(text, src, chars, seen, max_package_chars, min_zlib_ratio)
+            if why:
+                skipped[why] += 1
                 continue
-            if text is None:
-                skipped["unreadable_or_large"] += 1
-                continue
-            if is_repetitive(text, min_zlib_ratio):
-                skipped["repetitive"] += 1
-                continue
-            digest = hashlib.sha256(text.encode()).hexdigest()
-            if digest in seen:
-                skipped["duplicate"] += 1
-                continue
-            seen.add(digest)
+            seen.add(hashlib.sha256(text.encode()).hexdigest())
             key = rel if src["source"] == "stdlib" or src.get("wheel") else f"{src['source']}/{rel}"
             doc = dict(source=src["source"], path=key, text=text)
             if group is not None:
@@ -189,10 +200,8 @@ def build(requirements: Path, stdlib: Path, previous: dict | None, heldout_every
                 doc["group"] = group
             elif src.get("wheel"):
                 held = False  # a PyPI package is held out whole or not at all
-            elif src["source"] == "stdlib" and key in prev_train:
-                held = False
-            elif src["source"] == "stdlib" and key in prev_held:
-                held = True
+            elif src["source"] == "stdlib" and (key in prev_train or key in prev_held):
+                held = key not in prev_train  # the previous split of the standard library stays as it was
             else:
                 held = heldout_by_hash(key, heldout_every)
             if held and group is None:
