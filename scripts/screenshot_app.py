@@ -24,6 +24,60 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-component-update", "--disable-sync"]
 
 
+def run_views(page, app, args, out: Path, wait: int) -> None:
+    """The default example (optionally with another target or drafter typed in): its output, rounds and Compare."""
+    page.get_by_text(app.EXAMPLES[0][0]).first.click()  # the first (default) example
+    for label, value in (("Target (Hub id or local directory)", args.target),
+                         ("Drafter (empty: AR only)", args.drafter)):
+        if value:
+            page.get_by_label(label).fill(value)
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_selector("#hsd-status .hsd-mark-ok, #hsd-status .hsd-mark-error", timeout=wait)
+    status = page.locator("#hsd-status").inner_text()
+    if page.locator("#hsd-status .hsd-mark-error").count():
+        raise SystemExit(f"the run failed: {status}")
+    page.wait_for_selector("#hsd-output .hsd-tok", timeout=wait)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(out / "app-run.png"), full_page=False)
+    page.get_by_role("tab", name="Rounds").click()
+    page.wait_for_selector("#hsd-round .hsd-boundaries", timeout=wait)
+    page.locator("#hsd-round").screenshot(path=str(out / "app-rounds.png"))
+    page.get_by_role("button", name="Compare all algorithms").click()
+    page.get_by_role("tab", name="Compare").click()
+    page.wait_for_selector("#hsd-status:has-text('Compared'), #hsd-status .hsd-mark-error", timeout=wait)
+    page.wait_for_selector("#hsd-speedup .js-plotly-plot", timeout=wait)
+    page.wait_for_timeout(1500)  # let plotly finish drawing
+    page.locator("#hsd-compare").screenshot(path=str(out / "app-compare.png"))
+    page.screenshot(path=str(out / "app-full.png"), full_page=True)
+
+
+def teaching_views(page, out: Path, wait: int) -> None:
+    """A recorded sampled run's position picture, the losslessness check and the drafters' comparison."""
+    page.locator("#hsd-algorithm input[value='tli']").check()
+    page.locator("#hsd-settings button.label-wrap").click()  # the decoding settings start folded
+    page.locator("#hsd-temperature input").fill("1")
+    page.locator("#hsd-max-new-tokens input").fill("32")
+    page.get_by_label("record distributions (for the position picture)").check()
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_selector("#hsd-status:has-text('TLI wrote'), #hsd-status .hsd-mark-error", timeout=wait)
+    page.get_by_role("tab", name="Rounds").click()
+    page.wait_for_selector("#hsd-picture .gtitle", timeout=wait)
+    page.wait_for_timeout(1000)
+    page.locator("#hsd-picture").screenshot(path=str(out / "app-picture.png"))
+    page.get_by_role("tab", name="Lossless?").click()
+    page.get_by_role("button", name="Check losslessness").click()
+    page.wait_for_selector("#hsd-lossless-plot .gtitle", timeout=wait)
+    page.wait_for_timeout(1000)
+    page.locator("#hsd-lossless").screenshot(path=str(out / "app-lossless.png"))
+    page.get_by_role("tab", name="Drafters").click()
+    page.locator("#hsd-temperature input").fill("0")
+    page.locator("#hsd-drafters-prompts input").fill("1")
+    page.get_by_role("button", name="Compare drafters").click()
+    page.wait_for_selector("#hsd-drafters-plot .gtitle", timeout=wait * 2)
+    page.wait_for_timeout(1000)
+    page.locator("#hsd-drafters").screenshot(path=str(out / "app-drafters.png"))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", help="type this target into the form after choosing the example")
@@ -61,53 +115,8 @@ def main() -> int:
                 projector_view(browser, url, out, wait)
                 browser.close()
                 return 0
-            page.get_by_text(app.EXAMPLES[0][0]).first.click()  # the first (default) example
-            for label, value in (("Target (Hub id or local directory)", args.target),
-                                 ("Drafter (empty: AR only)", args.drafter)):
-                if value:
-                    page.get_by_label(label).fill(value)
-            page.get_by_role("button", name="Run", exact=True).click()
-            page.wait_for_selector("#hsd-status .hsd-mark-ok, #hsd-status .hsd-mark-error", timeout=wait)
-            status = page.locator("#hsd-status").inner_text()
-            if page.locator("#hsd-status .hsd-mark-error").count():
-                raise SystemExit(f"the run failed: {status}")
-            page.wait_for_selector("#hsd-output .hsd-tok", timeout=wait)
-            page.evaluate("window.scrollTo(0, 0)")
-            page.screenshot(path=str(out / "app-run.png"), full_page=False)
-            page.get_by_role("tab", name="Rounds").click()
-            page.wait_for_selector("#hsd-round .hsd-boundaries", timeout=wait)
-            page.locator("#hsd-round").screenshot(path=str(out / "app-rounds.png"))
-            page.get_by_role("button", name="Compare all algorithms").click()
-            page.get_by_role("tab", name="Compare").click()
-            page.wait_for_selector("#hsd-status:has-text('Compared'), #hsd-status .hsd-mark-error", timeout=wait)
-            page.wait_for_selector("#hsd-speedup .js-plotly-plot", timeout=wait)
-            page.wait_for_timeout(1500)  # let plotly finish drawing
-            page.locator("#hsd-compare").screenshot(path=str(out / "app-compare.png"))
-            page.screenshot(path=str(out / "app-full.png"), full_page=True)
-            # the teaching views: a recorded sampled run's position picture, and the losslessness check
-            page.locator("#hsd-algorithm input[value='tli']").check()
-            page.locator("#hsd-settings button.label-wrap").click()  # the decoding settings start folded
-            page.locator("#hsd-temperature input").fill("1")
-            page.locator("#hsd-max-new-tokens input").fill("32")
-            page.get_by_label("record distributions (for the position picture)").check()
-            page.get_by_role("button", name="Run", exact=True).click()
-            page.wait_for_selector("#hsd-status:has-text('TLI wrote'), #hsd-status .hsd-mark-error", timeout=wait)
-            page.get_by_role("tab", name="Rounds").click()
-            page.wait_for_selector("#hsd-picture .gtitle", timeout=wait)
-            page.wait_for_timeout(1000)
-            page.locator("#hsd-picture").screenshot(path=str(out / "app-picture.png"))
-            page.get_by_role("tab", name="Lossless?").click()
-            page.get_by_role("button", name="Check losslessness").click()
-            page.wait_for_selector("#hsd-lossless-plot .gtitle", timeout=wait)
-            page.wait_for_timeout(1000)
-            page.locator("#hsd-lossless").screenshot(path=str(out / "app-lossless.png"))
-            page.get_by_role("tab", name="Drafters").click()
-            page.locator("#hsd-temperature input").fill("0")
-            page.locator("#hsd-drafters-prompts input").fill("1")
-            page.get_by_role("button", name="Compare drafters").click()
-            page.wait_for_selector("#hsd-drafters-plot .gtitle", timeout=wait * 2)
-            page.wait_for_timeout(1000)
-            page.locator("#hsd-drafters").screenshot(path=str(out / "app-drafters.png"))
+            run_views(page, app, args, out, wait)
+            teaching_views(page, out, wait)
             shared_noise_view(page, app, out, wait)
             projector_view(browser, url, out, wait)
             browser.close()
