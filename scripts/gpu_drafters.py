@@ -45,7 +45,7 @@ Candidates of other shapes train beside the shipped drafters in the same run and
 
 Every step of `run` is `train_pair.py distill` or `train_pair.py resume` under a time limit that
 interrupts it (SIGINT: the step checkpoints and stops), so a step cut short still leaves what it did.
-The test (tests/test_gpu_drafters.py) runs all three commands on the CPU with tiny models.
+The tests (tests/test_resumable.py, `-m slow`) run all three commands on the CPU with tiny models.
 """
 from __future__ import annotations
 
