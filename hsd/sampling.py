@@ -10,6 +10,7 @@ the distribution would be NaN. Such a temperature is greedy in all but name: use
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,11 +72,14 @@ class Sampling:
             logits = warp(None, logits)
         return torch.softmax(logits, dim=-1)
 
-    def rows(self, logits: torch.Tensor) -> torch.Tensor | OneHot:
-        """:meth:`probs`, except that greedy rows are a :class:`OneHot` of their argmax: nothing is built over the
-        vocabulary for a distribution whose whole mass is on one token."""
+    def rows(self, logits: torch.Tensor) -> torch.Tensor | OneHot | Rows:
+        """:meth:`probs` as the verification rules read them: greedy rows are a :class:`OneHot` of their argmax
+        (nothing is built over the vocabulary for a distribution whose whole mass is on one token), and on a CPU
+        sampled rows are :class:`Rows`, each warped into its distribution when a rule first reads it."""
         if self.greedy:
             return OneHot.of_logits(logits.float())
+        if logits.device.type == "cpu":
+            return Rows(logits, self)
         return self.probs(logits)
 
 
@@ -143,6 +147,44 @@ class OneHot:
         return out
 
 
+class Rows:
+    """A forward's sampled rows ``[n, V]``, each turned into its distribution (:meth:`Sampling.probs`: warpers, then
+    a softmax, one pass or more over the vocabulary) only when a rule first reads it, on a CPU. Verification stops
+    at the first rejected position (spec §1-§4), so the rows after it are never built; each row has the values the
+    same row of ``Sampling.probs`` of all of them would have (every operation works row by row). ``p[i]`` is row
+    ``i`` and ``p[i, t]`` its entry ``t``; :func:`probs_at`, :func:`row` and :func:`draws` read ``Rows`` and a tensor of probabilities alike."""
+
+    __slots__ = ("_logits", "_rows", "sampling", "shape", "device")
+
+    def __init__(self, logits: torch.Tensor, sampling: Sampling):
+        self._logits = logits
+        self._rows: list[torch.Tensor | None] = [None] * logits.shape[0]
+        self.sampling = sampling
+        self.shape = logits.shape
+        self.device = logits.device
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index) -> torch.Tensor:
+        """``p[i]`` (a row) and ``p[i, t]``, as a tensor of the rows would give them."""
+        if isinstance(index, tuple):
+            return self.row(index[0])[index[1:]]
+        return self.row(index)
+
+    def row(self, i: int) -> torch.Tensor:
+        r = self._rows[i]
+        if r is None:
+            r = self._rows[i] = self.sampling.probs(self._logits[i:i + 1])[0]
+        return r
+
+    def at(self, tokens: list[int]) -> torch.Tensor:
+        """Row ``i``'s probability of ``tokens[i]`` (rows past ``len(tokens)`` are not built)."""
+        if not tokens:
+            return torch.zeros(0, device=self.device)
+        return torch.stack([self.row(i)[t] for i, t in enumerate(tokens)])
+
+
 def probs_at(p, tokens: list[int]) -> torch.Tensor:
     """``p[i, tokens[i]]`` for each ``i < len(tokens)`` (float32), for ``p`` a ``[n, V]`` tensor of probabilities or
     rows with an ``at`` of their own (:class:`OneHot`, TLI's ``q'`` in target ids)."""
@@ -200,18 +242,39 @@ class Rng:
         uniform number per row against the row's cumulative sum in float64, a single pass over the vocabulary
         (``torch.multinomial`` draws an exponential number per entry: about 20 times the time over 152k entries).
         An entry of probability 0 is never drawn: its cumulative sum equals its predecessor's."""
-        cdf = probs.to(torch.float64).cumsum(-1)
-        total = cdf[..., -1:]
-        u = torch.rand(total.shape, dtype=torch.float64, generator=self.generator(probs.device), device=probs.device)
-        idx = torch.searchsorted(cdf, u * total, right=True)
-        past = idx >= probs.shape[-1]  # u * total rounded up to total (odds about 2**-53): the last possible entry
-        if bool(past.any()):
-            last = probs.shape[-1] - 1 - (probs > 0).flip(-1).to(torch.int8).argmax(-1, keepdim=True)
-            idx = torch.where(past, last, idx)
-        return idx.squeeze(-1)
+        return inverse_cdf(probs, self.uniform_draws(probs.shape[0], probs.device))
+
+    def uniform_draws(self, n: int, device) -> torch.Tensor:
+        """The ``[n, 1]`` float64 uniform numbers :meth:`sample` draws for ``n`` rows, in one call."""
+        return torch.rand((n, 1), dtype=torch.float64, generator=self.generator(device), device=device)
 
     def uniform(self, n: int, device) -> torch.Tensor:
         return torch.rand(n, generator=self.generator(device), device=device)
+
+
+def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Row ``i``'s draw for the uniform number ``u[i]`` (``[n, V]``, ``[n, 1]`` → ``[n]`` long): the first entry whose
+    float64 cumulative sum exceeds ``u[i]`` times the row's total."""
+    cdf = probs.to(torch.float64).cumsum(-1)
+    total = cdf[..., -1:]
+    idx = torch.searchsorted(cdf, u * total, right=True)
+    past = idx >= probs.shape[-1]  # u * total rounded up to total (odds about 2**-53): the last possible entry
+    if bool(past.any()):
+        last = probs.shape[-1] - 1 - (probs > 0).flip(-1).to(torch.int8).argmax(-1, keepdim=True)
+        idx = torch.where(past, last, idx)
+    return idx.squeeze(-1)
+
+
+def draws(p, sampling: Sampling, rng: Rng) -> Callable[[int], int]:
+    """Row ``i``'s :func:`pick`, as a function of ``i`` that builds and reads a row only when asked. The uniform
+    numbers of every row are drawn at once, before any is read, so the generator moves as :func:`draw` moves it
+    and each row's token is the one :func:`draw` gives it."""
+    if isinstance(p, OneHot):
+        return p.id
+    if sampling.greedy:
+        return lambda i: int(argmax(row(p, i)))
+    u = rng.uniform_draws(len(p), p.device)
+    return lambda i: int(inverse_cdf(row(p, i).unsqueeze(0), u[i:i + 1])[0])
 
 
 def pick(probs: torch.Tensor, sampling: Sampling, rng: Rng) -> torch.Tensor:
@@ -225,6 +288,8 @@ def draw(p, sampling: Sampling, rng: Rng) -> list[int]:
     """:func:`pick` of every row of ``p``; a :class:`OneHot`'s are its ids (what the argmax of its rows is)."""
     if isinstance(p, OneHot):
         return list(p.ids)
+    if isinstance(p, Rows):
+        p = torch.stack([p.row(i) for i in range(len(p))])
     return pick(p, sampling, rng).tolist()
 
 

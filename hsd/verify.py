@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .sampling import OneHot, Rng, Sampling, draw, pick, probs_at, probs_list, row
+from .sampling import OneHot, Rng, Rows, Sampling, draw, draws, pick, probs_at, probs_list, row
 from .trace import Distributions, Position
 
 TOP = 20  # a recorded picture keeps the target's TOP most probable tokens ...
@@ -119,7 +119,9 @@ def _positions(tokens, p_t, q_t, accept, n_accepted, n_checked) -> list[Position
 
 def _bonus(p, m: int, sampling: Sampling, rng: Rng) -> int:
     """The bonus token, from ``p_{m+1}``."""
-    return draw(p[m:m + 1] if isinstance(p, torch.Tensor) else p[m], sampling, rng)[0]
+    if isinstance(p, OneHot):
+        return p.id(m)
+    return int(pick(row(p, m).unsqueeze(0), sampling, rng)[0])
 
 
 def rejection(p: torch.Tensor | OneHot, q, proposal: list[int], sampling: Sampling, rng: Rng,
@@ -142,6 +144,19 @@ def rejection(p: torch.Tensor | OneHot, q, proposal: list[int], sampling: Sampli
                 break
         rng.uniform(m, device)
         n = next((i for i, a in enumerate(accept) if a < 1.0), m)
+    elif isinstance(p, Rows):  # the target's rows built one at a time, up to the first rejection
+        q_tensor = probs_at(q, proposal).to(device)
+        u = rng.uniform(m, device)
+        p_t, accept, n = [], [], 0
+        while n < m:
+            p_n, q_n = p.row(n)[proposal[n]:proposal[n] + 1], q_tensor[n:n + 1]
+            ratio = torch.where(q_n > 0, torch.clamp(p_n / q_n, max=1.0), torch.zeros_like(p_n))
+            p_t.append(float(p_n[0]))
+            accept.append(float(ratio[0]))
+            if not bool(u[n] < ratio[0]):
+                break
+            n += 1
+        q_t = q_tensor.tolist()
     else:
         p_tensor, q_tensor = probs_at(p, proposal), probs_at(q, proposal).to(device)
         ratio = torch.where(q_tensor > 0, torch.clamp(p_tensor / q_tensor, max=1.0), torch.zeros_like(p_tensor))
@@ -236,7 +251,9 @@ def sequential_rejection(p: torch.Tensor | OneHot, proposal: list[int], q_of: Ca
 
 def _prob(p, i: int, t: int) -> float:
     """``p_i(t)``."""
-    return float(p[i, t]) if isinstance(p, torch.Tensor) else float(p.id(i) == t)
+    if isinstance(p, OneHot):
+        return float(p.id(i) == t)
+    return float(row(p, i)[t])
 
 
 def exact_match(p: torch.Tensor | OneHot, proposal: list[int], sampling: Sampling, rng: Rng,
@@ -249,17 +266,12 @@ def exact_match(p: torch.Tensor | OneHot, proposal: list[int], sampling: Samplin
     mismatch."""
     m = len(proposal)
     n = 0
-    if own_at is None and isinstance(p, OneHot):
-        own_at = p.id  # greedy: the target's token at each position, each row read only up to the first mismatch
-    if own_at is None:
-        own = draw(p, sampling, rng)
-        while n < m and own[n] == proposal[n]:
-            n += 1
-    else:
-        own = [own_at(0)]
-        while n < m and own[n] == proposal[n]:
-            n += 1
-            own.append(own_at(n))
+    if own_at is None:  # the target's token at each position, each row built and read only up to the first mismatch
+        own_at = draws(p, sampling, rng)
+    own = [own_at(0)]
+    while n < m and own[n] == proposal[n]:
+        n += 1
+        own.append(own_at(n))
     p_t = probs_list(p, proposal[:n + 1])
     label = "bonus" if n == m else "corrected"
     positions = _positions(proposal, p_t, q_t, p_t, n, min(n + 1, m))

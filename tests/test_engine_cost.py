@@ -16,7 +16,7 @@ import realtok
 from hsd import verify
 from hsd.algorithms import slrs
 from hsd.algorithms.tli import InTarget
-from hsd.sampling import OneHot, Rng, Sampling, argmax, probs_at, row
+from hsd.sampling import OneHot, Rng, Rows, Sampling, argmax, probs_at, row
 from hsd.vocab import PairVocab, Vocab
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,3 +205,33 @@ def test_tli_masks_the_blocked_ids_as_a_masked_fill_does():
     logits = torch.tensor([1.0, float("nan"), 3.0, float("inf"), -2.0, 0.5, 9.0])
     assert torch.equal(logits.index_fill(0, maps.blocked, float("-inf")),
                        logits.masked_fill(~maps.allowed, float("-inf")))
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("settings", [(1.0, 0, 1.0), (0.7, 20, 0.9)])
+def test_sampled_rows_built_when_read_are_the_rules_on_dense_rows(seed, settings):
+    """When sampling on a CPU the target's rows are :class:`Rows`, built only as verification reaches them; each row,
+    each verdict, each emitted token and the random numbers drawn are those of the dense rows."""
+    temperature, top_k, top_p = settings
+    sampling = Sampling(temperature, top_k, top_p)
+    gen = torch.Generator().manual_seed(seed)
+    rnd = random.Random(seed)
+    size, m = 300, rnd.randint(0, 5)
+    logits = 3 * torch.randn(m + 1, size, generator=gen)
+    dense = sampling.probs(logits)
+    ahead = [int(r.argmax()) for r in dense]
+    proposal = [a if rnd.random() < 0.7 else rnd.randrange(size) for a in ahead[:m]]
+    q = torch.softmax(3 * torch.randn(m, size, generator=gen), -1)
+    lazy = sampling.rows(logits)
+    assert isinstance(lazy, Rows)
+    for rule in (lambda p, r: verify.rejection(p, q, proposal, sampling, r),
+                 lambda p, r: verify.exact_match(p, proposal, sampling, r)):
+        rngs = Rng(seed), Rng(seed)
+        lazy = sampling.rows(logits)
+        a, b = rule(lazy, rngs[0]), rule(dense, rngs[1])
+        _same_verdict(a, b)
+        assert [pos.p for pos in a.positions[:a.n_accepted + 1]] == [pos.p for pos in b.positions[:a.n_accepted + 1]]
+        assert torch.equal(rngs[0].uniform(3, "cpu"), rngs[1].uniform(3, "cpu"))  # the same stream after
+        built = [i for i, r in enumerate(lazy._rows) if r is not None]
+        assert built == list(range(len(built))) and len(built) <= a.n_accepted + 2  # up to the first rejection
+        assert all(torch.equal(lazy.row(i), dense[i]) for i in range(m + 1))
