@@ -298,7 +298,7 @@ def test_slem_at_t07_is_measured_with_the_drafter_for_sampling_and_shared_noise_
 def test_cards_get_the_rows_measured_with_their_own_drafter(tmp_path):
     """``--cards-from``: the target's card every row; each drafter's card its own rows; the forward costs in all."""
     root = Path(__file__).resolve().parent.parent
-    saved = root / "docs" / "benchmarks" / "pair-goals-2026-12-05-drafter-f.json"
+    saved = root / "tests" / "data" / "pair-goals-saved-run.json"  # a saved --json --costs run
     for sub in ("target", "drafter", "drafter-bytes", "drafter-sampling"):
         (tmp_path / sub).mkdir()
         (tmp_path / sub / "README.md").write_text((root / "assets" / "tiny-code" / sub / "README.md").read_text())
