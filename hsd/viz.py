@@ -18,9 +18,7 @@ import math
 import pandas as pd
 
 from .algorithms import ALGORITHMS
-from .figures import (SPLIT_COLORS, acceptance_histogram_figure, bench_figures,  # noqa: F401  (re-exported)
-                      position_acceptance_figure, predicted, rounds_figure, scale_figure, speedup_figure,
-                      time_split_figure, tokens_time_figure)
+from .figures import predicted
 from .divergence import first_difference
 from . import marks
 from .metrics import NOISY_SPREAD, Metrics

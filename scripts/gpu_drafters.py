@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import json
 import lzma
-import os
 import random
 import shutil
 import signal

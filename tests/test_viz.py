@@ -94,26 +94,26 @@ def test_round_html_for_an_ar_step_says_there_is_no_draft():
 
 def test_compare_figures_have_one_trace_per_run():
     results = {"ar": _result("ar", [1, 2]), "slem": _result("slem", [1, 2], tps=150), "tli": _result("tli", [1, 3])}
-    speed = viz.speedup_figure(results, "CPU")
+    speed = figures.speedup_figure(results, "CPU")
     assert isinstance(speed, go.Figure) and [t.type for t in speed.data] == ["bar", "bar"]
     assert list(speed.data[0].y) == pytest.approx([1.5, 1.0])
     label = next(a for a in speed.layout.annotations if "AR = 1" in a.text)  # in the right margin, off the bars
     assert (label.xref, label.x, label.xanchor) == ("paper", 1.0, "left")
-    assert [t.name for t in viz.tokens_time_figure(results).data] == ["ar", "slem", "tli"]
-    assert [t.name for t in viz.acceptance_histogram_figure(results).data] == ["slem", "tli"]
-    assert [t.name for t in viz.position_acceptance_figure(results).data] == ["slem", "tli"]
-    assert [t.name for t in viz.time_split_figure(results).data] == ["draft", "convert", "verify", "other"]
-    assert len(viz.rounds_figure(results["slem"].rounds).data) == 5
+    assert [t.name for t in figures.tokens_time_figure(results).data] == ["ar", "slem", "tli"]
+    assert [t.name for t in figures.acceptance_histogram_figure(results).data] == ["slem", "tli"]
+    assert [t.name for t in figures.position_acceptance_figure(results).data] == ["slem", "tli"]
+    assert [t.name for t in figures.time_split_figure(results).data] == ["draft", "convert", "verify", "other"]
+    assert len(figures.rounds_figure(results["slem"].rounds).data) == 5
 
 
 def test_a_long_runs_rounds_plot_averages_groups_of_rounds_and_says_so():
     long = _result("slem", list(range(679)))
-    fig = viz.rounds_figure(long.rounds, "slem")
+    fig = figures.rounds_figure(long.rounds, "slem")
     bars = [t for t in fig.data if t.type == "bar"]
     assert all(len(t.x) <= figures.MAX_ROUND_BARS for t in fig.data)
     assert len(bars[0].x) == 679 // 9 + 1 and "each bar the mean of 9 consecutive rounds" in fig.layout.title.text
     assert bars[0].hovertext[0] == "rounds 0–8" and list(bars[0].y[:1]) == pytest.approx([1.0])  # t_draft: 1 ms
-    short = viz.rounds_figure(long.rounds[:50], "slem")
+    short = figures.rounds_figure(long.rounds[:50], "slem")
     assert len(short.data[0].x) == 50 and "<sup>" not in short.layout.title.text
 
 
