@@ -5,8 +5,9 @@ on this machine as hsd runs it (float32, hsd's weight layout on a CPU, ``hsd/lay
 random weights and none, then one, of its decoder layers; the first is the embedding, the final norm and the head
 over the real vocabulary, the difference one layer, and the whole model's forward is ``rest + layers x layer``
 (the largest layer, Mixtral-8x22B's, is 10 GB in float32). Both get the weight layout hsd would give the whole model
-(``auto``: ``dual`` up to 2 GiB of linear weights, else ``column``), not the one the small copy would get. Each is timed after a 256-token context for 1 token (a drafter's step,
-an AR step) and for ``lookahead + 1`` tokens (a verification).
+(``auto``: ``dual`` up to 2 GiB of linear weights, else ``column``), not the one the small copy would get. Each is
+timed after a 256-token context for 1 token (a drafter's step, an AR step) and for ``lookahead + 1`` tokens (a
+verification).
 
 With those costs and hsd's own cost per round (``--engine``: the JSON of ``benchmarks/engine_cost.py``, greedy SLEM
 for T = 0, TLI at T = 1; without it none), advise's model (``hsd/advise.py``) gives the speedup over AR at a
@@ -146,7 +147,8 @@ def measure(name: str, spec: dict, dtype: torch.dtype, verify_tokens: int, repea
         out[f"fwd_{n}_ms"] = timed[0, n] + spec["layers"] * layer
         out[f"layer_{n}_ms"], out[f"rest_{n}_ms"] = layer, timed[0, n]
     print(f"  {name:32s} {spec['layers']:3d} layers  1 token {out['fwd_1_ms']:9.1f} ms   {verify_tokens} tokens "
-          f"{out[f'fwd_{verify_tokens}_ms']:9.1f} ms   (a layer {out['layer_1_ms']:.2f} ms; {out['layout']})", flush=True)
+          f"{out[f'fwd_{verify_tokens}_ms']:9.1f} ms   (a layer {out['layer_1_ms']:.2f} ms; {out['layout']})",
+          flush=True)
     return out
 
 
@@ -267,7 +269,8 @@ def main(argv=None) -> int:
     for name in names:
         spec = data["models"][name]
         shape = spec.get("shape_of")
-        costs[name] = dict(costs[shape]) if shape in costs else measure(name, spec, dtype, vt, args.repeats, args.device)
+        costs[name] = (dict(costs[shape]) if shape in costs
+                       else measure(name, spec, dtype, vt, args.repeats, args.device))
     engine = engine_costs(args.engine)
     rows = predict(data, costs, engine, vt)
     print("\nhsd's own cost per round: " + (", ".join(f"{a} T={t:g} {ms:.2f} ms" for (a, t), ms in engine.items())

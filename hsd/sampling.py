@@ -152,7 +152,8 @@ class Rows:
     a softmax, one pass or more over the vocabulary) only when a rule first reads it, on a CPU. Verification stops
     at the first rejected position (spec §1-§4), so the rows after it are never built; each row has the values the
     same row of ``Sampling.probs`` of all of them would have (every operation works row by row). ``p[i]`` is row
-    ``i`` and ``p[i, t]`` its entry ``t``; :func:`probs_at`, :func:`row` and :func:`draws` read ``Rows`` and a tensor of probabilities alike."""
+    ``i`` and ``p[i, t]`` its entry ``t``; :func:`probs_at`, :func:`row` and :func:`draws` read ``Rows`` and a
+    tensor of probabilities alike."""
 
     __slots__ = ("_logits", "_rows", "sampling", "shape", "device")
 
