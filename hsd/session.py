@@ -19,6 +19,7 @@ from .runner import Runner
 from .sampling import OneHot, Rng, Sampling, argmax, pick_at
 from .settings import Settings
 from .trace import Emitted, Round
+from .vocab import IntersectionMaps
 from .verify import Recorder
 
 
@@ -74,16 +75,15 @@ class DrafterContext:
             self.runner.crop(len(self.ids) - 1)
         return self.runner.forward(self.ids[len(self.runner):], keep=1)[-1]
 
-    def draft(self, k: int, sampling: Sampling, rng: Rng, blocked: torch.Tensor | None = None,
+    def draft(self, k: int, sampling: Sampling, rng: Rng, restrict: IntersectionMaps | None = None,
               threshold: float = 0.0, empties: int = 0):
         """Sample up to ``k`` drafter tokens after ``ids`` (spec §1 step 1, §2 step 1, §3 step 2).
 
-        ``blocked`` (drafter ids) restricts the distribution to the other ids, which is then
-        renormalised: TLI's ``q'``. Drafting stops early after a special token (EOS), when the
-        drafter's context is full, or after a token whose probability under the drafter (at temperature
-        1, among the allowed tokens) is below ``threshold``: a guess the drafter itself doubts is likely
-        rejected, and every token drafted after it would be wasted (a dynamic lookahead; the decision
-        uses only the drafter's own state, so the algorithms stay lossless). Returns the tokens and the
+        ``restrict`` (TLI's tables) limits the distribution to the ids it allows, renormalised: TLI's ``q'``.
+        Drafting stops early after a special token (EOS), when the drafter's context is full, or after a token whose
+        probability under the drafter (at temperature 1, among the allowed tokens) is below ``threshold``: a guess
+        the drafter itself doubts is likely rejected, and every token drafted after it would be wasted (a dynamic
+        lookahead; the decision uses only the drafter's own state, so the algorithms stay lossless). Returns the tokens and the
         ``[n, V_drafter]`` distributions they were sampled from (a :class:`~hsd.sampling.OneHot` of the tokens when
         the drafter is greedy). When ``rng`` shares noise (SLEM), a token is drawn from the field at the byte
         offset where it starts (``synced`` plus the bytes drafted before it) and ``empties``, the target's count of
@@ -98,11 +98,11 @@ class DrafterContext:
             if self.full():
                 break
             logits = self.next_logits() if i == 0 else self.runner.forward([tokens[-1]], keep=1)[-1]
-            if blocked is not None:
-                logits = logits.index_fill(0, blocked, float("-inf"))  # a masked_fill over the ids, 7x sooner
             if sampling.greedy:  # q is one-hot on the argmax: the token is all there is to keep
-                token = int(argmax(logits.float()))
+                token, logits = (int(argmax(logits.float())), logits) if restrict is None else restrict.best(logits)
             else:
+                if restrict is not None:
+                    logits = restrict.fill(logits)
                 q = sampling.rows(logits.unsqueeze(0))[0]
                 token = pick_at(q, sampling, rng, vocab, offset, empties)
                 rows.append(q)

@@ -21,6 +21,8 @@ from functools import cached_property
 
 import torch
 
+from .sampling import argmax
+
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
@@ -243,11 +245,29 @@ class IntersectionMaps:
     of the drafter's ``q'`` into target ids: drafter ids ``src`` add into target ids ``dst``."""
 
     allowed: torch.Tensor  # (n_drafter,) bool
-    blocked: torch.Tensor  # the drafter ids that are not allowed: what drafting masks, one index_fill per token
+    blocked: torch.Tensor  # the drafter ids that are not allowed
+    penalty: torch.Tensor  # (n_drafter,) float32: 0 where allowed, -inf where blocked
     src: torch.Tensor  # drafter ids in the intersection
     dst: torch.Tensor  # their target ids
-    drafter_to_target: list[int]  # every drafter id's target id, -1 outside the intersection
+    drafter_to_target: list[int]  # every drafter id's target id, -1 where blocked
     target_to_drafter: dict[int, tuple[int, ...]]  # every target id in ``dst``: the ids of ``src`` it gets, in order
+
+    def fill(self, logits: torch.Tensor) -> torch.Tensor:
+        """``logits`` (one drafter row) with every blocked id at -inf: ``q'`` before it is renormalised."""
+        return logits.index_fill(0, self.blocked, float("-inf"))
+
+    def best(self, logits: torch.Tensor) -> tuple[int, torch.Tensor]:
+        """The greedy drafter's token under ``q'`` and the row it was read from (:meth:`fill`'s values wherever a
+        logit is finite). Adding :attr:`penalty` is one pass over the row whatever the number of blocked ids, where
+        an ``index_fill`` of 10k-100k ids costs several times more per drafted token. The sum differs from the fill
+        only where a blocked id's logit is +inf or NaN: it is NaN there, the argmax (NaN counts as the maximum)
+        finds it, and the fill decides instead."""
+        row = logits.float() + self.penalty
+        token = int(argmax(row))
+        if self.drafter_to_target[token] < 0:
+            row = self.fill(logits).float()
+            token = int(argmax(row))
+        return token, row
 
 
 @dataclass
@@ -274,9 +294,11 @@ class PairVocab:
             groups: dict[int, tuple[int, ...]] = {}
             for d, t in zip(src.tolist(), d2t[src].tolist()):
                 groups[t] = groups.get(t, ()) + (d,)
+            penalty = torch.zeros(len(allowed)).masked_fill_(~allowed, float("-inf"))
             self._maps[key] = IntersectionMaps(allowed.to(drafter_device),
-                                               (~allowed).nonzero().squeeze(-1).to(drafter_device), src.to(drafter_device),
-                                               d2t[src].to(target_device), d2t.tolist(), groups)
+                                               (~allowed).nonzero().squeeze(-1).to(drafter_device),
+                                               penalty.to(drafter_device), src.to(drafter_device),
+                                               d2t[src].to(target_device), torch.where(allowed, d2t, -1).tolist(), groups)
         return self._maps[key]
 
     @classmethod

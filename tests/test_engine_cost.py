@@ -203,8 +203,31 @@ def test_greedy_target_rows_are_searched_only_up_to_the_first_rejection():
 def test_tli_masks_the_blocked_ids_as_a_masked_fill_does():
     maps = _maps_with_duplicates()
     logits = torch.tensor([1.0, float("nan"), 3.0, float("inf"), -2.0, 0.5, 9.0])
-    assert torch.equal(logits.index_fill(0, maps.blocked, float("-inf")),
-                       logits.masked_fill(~maps.allowed, float("-inf")))
+    assert torch.equal(maps.fill(logits), logits.masked_fill(~maps.allowed, float("-inf")))
+
+
+def test_tli_greedy_drafter_picks_the_masked_argmax_even_on_non_finite_logits():
+    """Greedy TLI drafting adds a -inf penalty instead of filling the blocked ids; token and row are the fill's,
+    including where a blocked id's logit is +inf or NaN (the sum is NaN there) and where every allowed id is -inf."""
+    maps = _maps_with_duplicates()
+    gen = torch.Generator().manual_seed(0)
+    specials = [float("inf"), float("-inf"), float("nan"), 0.0, -0.0]
+    cases = [torch.tensor([1.0, float("nan"), 3.0, float("inf"), -2.0, 0.5, 9.0]),
+             torch.tensor([float("-inf")] + [9.0] + [float("-inf")] * 5),
+             torch.tensor([0.0, float("inf"), -0.0, 0.0, 0.0, -0.0, 0.0])]
+    for _ in range(300):
+        row = torch.randn(7, generator=gen) * 3
+        for j in torch.randint(0, 7, (int(torch.randint(0, 4, (1,), generator=gen)),), generator=gen).tolist():
+            row[j] = specials[int(torch.randint(0, len(specials), (1,), generator=gen))]
+        cases.append(row)
+    for row in cases:
+        filled = row.masked_fill(~maps.allowed, float("-inf"))
+        token, read = maps.best(row)
+        assert token == int(filled.argmax()), row
+        finite = torch.isfinite(filled)
+        assert torch.equal(read[finite], filled[finite]), row
+        if not torch.isnan(row[~maps.allowed]).any() and not (row[~maps.allowed] == float("inf")).any():
+            torch.testing.assert_close(read, filled, rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("seed", range(12))

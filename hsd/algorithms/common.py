@@ -8,6 +8,7 @@ import torch
 from ..sampling import OneHot, probs_list
 from ..session import Session
 from ..trace import Round, Span
+from ..vocab import IntersectionMaps
 
 
 def spans(tokens, ids: list[int], start: int = 0, probs: list[float | None] | None = None) -> list[Span]:
@@ -21,11 +22,11 @@ def spans(tokens, ids: list[int], start: int = 0, probs: list[float | None] | No
 
 
 def draft(rnd: Round, s: Session, k: int,
-          blocked: torch.Tensor | None = None) -> tuple[list[int], torch.Tensor | OneHot]:
+          restrict: IntersectionMaps | None = None) -> tuple[list[int], torch.Tensor | OneHot]:
     """Up to ``k`` drafter tokens (:meth:`DrafterContext.draft`), their forwards and time recorded on ``rnd``."""
     d = s.drafter
     before = d.runner.forwards
-    drafted, q = d.draft(k, s.settings.drafter_sampling, s.rng, blocked=blocked,
+    drafted, q = d.draft(k, s.settings.drafter_sampling, s.rng, restrict=restrict,
                          threshold=s.settings.draft_threshold, empties=s.empties)
     rnd.drafter_forwards = d.runner.forwards - before
     rnd.t_draft = s.clock.split()

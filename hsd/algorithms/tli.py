@@ -30,7 +30,7 @@ def step(s: Session) -> Round:
     maps = s.pair.vocab.intersection_maps(d.model.n_logits, s.pair.target.n_logits, d.runner.device, s.target.device)
     rnd.t_other = s.clock.split()
     # 2. Draft from q' (drafter restricted to the intersection, renormalised).
-    drafted, q = draft(rnd, s, k, blocked=maps.blocked)
+    drafted, q = draft(rnd, s, k, restrict=maps)
     place_drafted(rnd, d.model.vocab.tokens, drafted, q)
     proposal = [maps.drafter_to_target[t] for t in drafted]
     q_target = InTarget.of(q, maps, s.pair.target.n_logits, s.target.device)
