@@ -71,6 +71,7 @@ def distill_lines(segments: list[dict], role: str = "drafter") -> list[str]:
                 "it.", "", *lines, ""] if lines else []
     lines = [f"- Segment of {s['started'][:16]}: {s['distill']['mix']:.0%} of each batch from "
              f"{s['distill'].get('samples', 0):,} {'greedy ' if s['distill'].get('greedy_only') else ''}continuations "
+             f"{'of prompts ending with a docstring ' if s['distill'].get('docstrings_only') else ''}"
              f"({s['distill'].get('tokens', 0):,} tokens) written by "
              f"the target `{s['distill']['target']}` (weights {s['distill']['source']}), the rest from the corpus"
              for s in segments if s.get("distill")]

@@ -377,15 +377,19 @@ def distill(args) -> int:
         greedy = rng.random() < meta["greedy_frac"]
         t0 = time.time()
         length = rng.choice(meta["prompt_lengths"])  # one prompt length per batch: one generate call
+        functions = args.function_prompts > 0 and rng.random() < args.function_prompts
+        if functions:
+            length = max(length, 32)  # a docstring and a few lines before it
         rows, n_tok = _generate(model, tok, docs, args.batch, args.batch, meta["new_tokens"], args.device, rng,
-                                greedy=greedy, lengths=[length])
+                                greedy=greedy, lengths=[length], functions=functions)
         _append_jsonl(out / "train.jsonl", rows)
         meta.update(batches=b + 1, samples=meta["samples"] + len(rows),
                     generated_tokens=meta["generated_tokens"] + n_tok, seconds=meta["seconds"] + time.time() - t0)
         meta_path.write_text(json.dumps(meta, indent=1) + "\n")
         tokens_run += n_tok
         samples_run += len(rows)
-        log(f"distill: batch {b + 1} ({'greedy' if greedy else 'T=1'}), {meta['samples']:,} samples, "
+        log(f"distill: batch {b + 1} ({'greedy' if greedy else 'T=1'}{', after docstrings' if functions else ''}), "
+            f"{meta['samples']:,} samples, "
             f"{tokens_run / (time.time() - t_run):.0f} generated tok/s this run")
     meta["runs"].append(dict(finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), samples=samples_run,
                              generated_tokens=tokens_run, seconds=round(time.time() - t_run, 1),
@@ -402,12 +406,14 @@ def _machine() -> dict:
 
 
 @torch.no_grad()
-def _generate(model, tok, docs, n, batch, new_tokens, device, rng, greedy: bool, lengths) -> tuple[list[dict], int]:
-    """``n`` continuations of prompts cut from ``docs`` (one prompt length per generate call)."""
-    from train_common import make_prompts_batched
+def _generate(model, tok, docs, n, batch, new_tokens, device, rng, greedy: bool, lengths,
+              functions: bool = False) -> tuple[list[dict], int]:
+    """``n`` continuations of prompts cut from ``docs`` (one prompt length per generate call); ``functions``:
+    prompts that end where a function's docstring does (:func:`train_common.make_function_prompts_batched`)."""
+    from train_common import make_function_prompts_batched, make_prompts_batched
 
     eos = tok.eos_token_id
-    prompts = make_prompts_batched(docs, tok, n, lengths, rng)
+    prompts = (make_function_prompts_batched if functions else make_prompts_batched)(docs, tok, n, lengths, rng)
     by_len: dict[int, list] = {}
     for L, ids in prompts:
         by_len.setdefault(L, []).append(ids)
@@ -423,31 +429,39 @@ def _generate(model, tok, docs, n, batch, new_tokens, device, rng, greedy: bool,
                 if eos in cont:
                     cont = cont[:cont.index(eos)]
                 n_tok += len(cont)
-                rows.append(dict(prompt=tok.decode(p), continuation=tok.decode(cont), greedy=greedy))
+                rows.append(dict(prompt=tok.decode(p), continuation=tok.decode(cont), greedy=greedy,
+                                 **({"after_docstring": True} if functions else {})))
     return rows, n_tok
 
 
 def pack_distill(work: Path, role: str, tok, source: Path, split: str,
-                 greedy_only: bool = False) -> tuple[torch.Tensor, dict]:
+                 greedy_only: bool = False, docstrings_only: bool = False) -> tuple[torch.Tensor, dict]:
     """The distillation texts of ``source`` tokenized for ``role`` (cached; rebuilt when the file grew);
-    ``greedy_only``: only the continuations the target decoded greedily (``--distill-greedy``)."""
+    ``greedy_only``: only the continuations the target decoded greedily (``--distill-greedy``); ``docstrings_only``:
+    only those of prompts that end where a function's docstring does (``--distill-docstrings``)."""
     src = source / f"{split}.jsonl"
     key = dict(source=source.name, split=split, bytes=src.stat().st_size, tokenizer=tokenizer_digest(tok))
     if greedy_only:
         key["greedy_only"] = True
-    path = work / "packed" / f"{role}-distill-{source.name}-{split}{'-greedy' if greedy_only else ''}.u16"
+    if docstrings_only:
+        key["docstrings_only"] = True
+    suffix = ("-greedy" if greedy_only else "") + ("-docstrings" if docstrings_only else "")
+    path = work / "packed" / f"{role}-distill-{source.name}-{split}{suffix}.u16"
     meta_path = path.with_suffix(".json")
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     if meta.get("key") != key or not path.is_file():
         import build_corpus
 
         docs = [dict(text=r["prompt"] + r["continuation"]) for r in build_corpus.read_jsonl(src)
-                if r.get("greedy") or not greedy_only]
+                if (r.get("greedy") or not greedy_only) and (r.get("after_docstring") or not docstrings_only)]
         if not docs:
-            raise SystemExit(f"no {'greedy ' if greedy_only else ''}continuations in {src}")
+            raise SystemExit(f"no {'greedy ' if greedy_only else ''}continuations"
+                             f"{' after docstrings' if docstrings_only else ''} in {src} (`distill "
+                             "--function-prompts FRAC` writes those)")
         meta = dict(key=key, **pack(tok, docs, path, drafter=bos_first(role)), samples=len(docs))
         meta_path.write_text(json.dumps(meta, indent=1) + "\n")
-        log(f"packed {meta['samples']:,} {'greedy ' if greedy_only else ''}distillation texts for {role}: "
+        log(f"packed {meta['samples']:,} {'greedy ' if greedy_only else ''}distillation texts"
+            f"{' after docstrings' if docstrings_only else ''} for {role}: "
             f"{meta['tokens']:,} tokens")
     return load_stream(path), meta
 
@@ -624,9 +638,10 @@ def _new_segment(args, role: str, tok, work: Path, hp: dict) -> dict:
                autocast="bf16" if bf16_is_fast(device) else "none (float32)",
                warmup=args.warmup, steps_done=0, seconds_done=0.0, tokens_done=0, command="python " + " ".join(sys.argv),
                machine=machine_info(), device=device, threads=args.threads)
-    if args.distill_greedy and not args.distill_from:
-        raise SystemExit("--distill-greedy picks the greedy continuations of a distillation set: pass "
-                         "--distill-from TARGET_DIR too (the target whose `distill` texts to read)")
+    for flag, given in (("--distill-greedy", args.distill_greedy), ("--distill-docstrings", args.distill_docstrings)):
+        if given and not args.distill_from:
+            raise SystemExit(f"{flag} picks continuations of a distillation set: pass --distill-from TARGET_DIR "
+                             "too (the target whose `distill` texts to read)")
     if args.distill_from:
         if role == "target":
             raise SystemExit("--distill-from is for the drafters: the target trains on the corpus")
@@ -637,6 +652,8 @@ def _new_segment(args, role: str, tok, work: Path, hp: dict) -> dict:
         seg["distill"] = dict(source=source.name, target=str(args.distill_from), mix=args.distill_mix)
         if args.distill_greedy:
             seg["distill"]["greedy_only"] = True
+        if args.distill_docstrings:
+            seg["distill"]["docstrings_only"] = True
     if args.unlikelihood:
         if role != "target" or not 0 < args.unlikelihood <= 1:
             raise SystemExit("--unlikelihood is the share (0 < FRAC <= 1) of a target segment's steps that are "
@@ -662,6 +679,7 @@ def _new_segment(args, role: str, tok, work: Path, hp: dict) -> dict:
         f"{seg.get('peak_lr', hp['lr'])}, {seg.get('batch', hp['batch'])} windows of {hp['seq']} tokens per step"
         + (f", {args.distill_mix:.0%} of each batch from target text" if args.distill_from else "")
         + (" (its greedy continuations only)" if args.distill_greedy else "")
+        + (" (its continuations after docstrings only)" if args.distill_docstrings else "")
         + (f", {args.unlikelihood:.0%} of the steps unlikelihood steps" if args.unlikelihood else ""))
     return seg
 
@@ -669,6 +687,7 @@ def _new_segment(args, role: str, tok, work: Path, hp: dict) -> dict:
 def _note_unused_flags(args, seg: dict) -> None:
     log(f"continuing the unfinished segment ({seg['steps_done']} steps, {seg['seconds_done'] / 60:.1f} min done)")
     unused = [flag for flag, given in (("--distill-from", args.distill_from), ("--distill-greedy", args.distill_greedy),
+                                       ("--distill-docstrings", args.distill_docstrings),
                                        ("--distill-logits", args.distill_logits),
                                        ("--unlikelihood", args.unlikelihood), ("--peak-lr", args.peak_lr),
                                        ("--train-batch", args.train_batch)) if given]
@@ -712,7 +731,8 @@ class Segment:
     def _open_distill(self, work: Path, tok, n_dist: int) -> None:
         source = work / "distill" / self.mix["source"]
         stream, self.dmeta = pack_distill(work, self.role, tok, source, "train",
-                                          greedy_only=self.mix.get("greedy_only", False))
+                                          greedy_only=self.mix.get("greedy_only", False),
+                                          docstrings_only=self.mix.get("docstrings_only", False))
         self.dist = Windows(stream, self.hp["seq"], n_dist, self.args.seed + 1)
         saved = self.state.get("data_distill")
         if saved and saved.get("key") == self.dmeta["key"]:
@@ -1190,12 +1210,18 @@ def main(argv=None) -> int:
     ap.add_argument("--distill-greedy", action="store_true",
                     help="resume (drafters): read only the continuations the target decoded greedily, to raise the "
                          "drafter's agreement with the target's argmax (what greedy SLEM and SLRS at T=0 accept on)")
+    ap.add_argument("--distill-docstrings", action="store_true",
+                    help="resume (drafters): read only the continuations of prompts that end where a function's "
+                         "docstring does (`distill --function-prompts`), the shape of the evaluation prompts")
     ap.add_argument("--target", default=None, help="distill: the target whose continuations to write")
     ap.add_argument("--samples", type=int, default=None, help="distill: stop after this many new continuations")
     ap.add_argument("--batch", type=int, default=64, help="distill: prompts per generate call")
     ap.add_argument("--new-tokens", type=int, default=96, help="distill: target tokens per continuation")
     ap.add_argument("--greedy-frac", type=float, default=0.6, help="distill: share of batches decoded greedily "
                     "(the rest sample at temperature 1)")
+    ap.add_argument("--function-prompts", type=float, default=0.0, metavar="FRAC",
+                    help="distill: share of batches whose prompts end where a function's docstring ends, as the "
+                         "evaluation prompts do (the rest are cut at random line starts)")
     ap.add_argument("--heldout-samples", type=int, default=128, help="distill: greedy held-out continuations")
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv.pop(0) if argv and argv[0] in ("resume", "export", "distill", "blend", "snapshot") else "resume"

@@ -93,6 +93,46 @@ def make_prompts_batched(docs, hf_tok, n, lengths, rng: random.Random):
     return [out[i] for i in sorted(out)]
 
 
+@functools.lru_cache(maxsize=65536)
+def _docstring_ends(text: str) -> tuple[int, ...]:
+    """Character offsets just past the docstring of each function of ``text`` that ``build_prompts`` would make an
+    evaluation prompt of (a docstring of a few words, a body after it): where such a prompt ends."""
+    from build_prompts import docstring_prompts
+
+    starts = _line_starts(text)
+    ends = []
+    for line, prompt in docstring_prompts(text):
+        start = starts[line - 1]
+        if text.startswith(prompt, start):
+            ends.append(start + len(prompt))
+    return tuple(ends)
+
+
+def make_function_prompts_batched(docs, hf_tok, n, lengths, rng: random.Random):
+    """``n`` prompts of exactly L tokens (as :func:`make_prompts_batched`) that end where a function's docstring
+    ends, as the evaluation prompts do (``scripts/build_prompts.py``): the text before it in its file, cut to its
+    last L tokens. What the target writes after them is a function's body, what a visitor's prompt asks for."""
+    out: dict[int, tuple[int, list[int]]] = {}
+    pending = list(range(n))
+    for _ in range(40):
+        if not pending:
+            break
+        cands = []
+        for i in pending:
+            L = lengths[i % len(lengths)]
+            _, text = docs[rng.randrange(len(docs))]
+            ends = _docstring_ends(text)
+            if ends:
+                end = ends[rng.randrange(len(ends))]
+                cands.append((i, L, text[max(0, end - 12 * L):end]))
+        encs = hf_tok.backend_tokenizer.encode_batch([c[2] for c in cands], add_special_tokens=False)
+        for (i, L, _), enc in zip(cands, encs):
+            if len(enc.ids) >= L:
+                out[i] = (L, enc.ids[-L:])
+        pending = [i for i in pending if i not in out]
+    return [out[i] for i in sorted(out)]
+
+
 def save_model_dir(model, hf_tok, path: Path):
     from transformers import GenerationConfig
 

@@ -328,6 +328,44 @@ def test_a_drafter_segment_can_read_only_the_greedy_continuations(distill_work):
         run("--steps", "1")
 
 
+FUNCTIONS = ('def area(width, height):\n    """The area of a rectangle of this width and height."""\n'
+             '    return width * height\n\n\ndef perimeter(width, height):\n'
+             '    """Twice the sum of the sides, in the units given."""\n    total = width + height\n'
+             '    return 2 * total\n')
+
+
+def test_distillation_can_prompt_where_docstrings_end_and_a_drafter_can_read_only_those(distill_work):
+    """``distill --function-prompts 1`` cuts every prompt where a function's docstring ends (the evaluation prompts'
+    shape); ``resume --distill-docstrings`` then reads only those continuations."""
+    work_dir, target, drafter = distill_work
+    train = work_dir / "corpus" / "train.jsonl"
+    docs = list(build_corpus.read_jsonl(train)) + [dict(source="stdlib", path="shapes.py", text=FUNCTIONS)]
+    build_corpus.write_jsonl(train, docs)
+    assert _distill(work_dir, target, "--samples", "3") == 0
+    assert _distill(work_dir, target, "--samples", "6", "--function-prompts", "1") == 0
+    path = resumable.distill_dir(work_dir, target) / "train.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [bool(r.get("after_docstring")) for r in rows] == [False] * 3 + [True] * 6
+    for r in rows[3:]:
+        assert r["prompt"].endswith(('height."""', 'given."""')) or r["prompt"].rstrip().endswith(('"""', "'''")), r
+
+    def run(*extra):
+        return _resume(work_dir, drafter, "--role", "drafter", "--distill-from", str(target), "--distill-docstrings",
+                       *extra)
+
+    assert run("--steps", "1") == 0
+    seg = torch.load(work_dir / "ckpt" / "drafter.pt", map_location="cpu", weights_only=False)["segments"][-1]
+    assert seg["distill"]["docstrings_only"] is True and seg["distill"]["samples"] == 6
+    import model_card
+
+    assert "6 continuations of prompts ending with a docstring" in "\n".join(model_card.distill_lines([seg]))
+    for r in rows:
+        r.pop("after_docstring", None)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(SystemExit, match="after docstrings in .*--function-prompts"):
+        run("--steps", "1")
+
+
 def test_a_drafter_segment_can_learn_the_targets_distribution_across_vocabularies(distill_work, tmp_path, capsys):
     import shutil
 
