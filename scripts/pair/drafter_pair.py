@@ -5,7 +5,8 @@
 Whether a retrained drafter is better is a question about acceptance, and ``pair_goals.py``'s speedups answer
 it badly: their lookahead is chosen per run and their tokens/s move by 10% with the machine's load. Here both
 drafter sets run the same held-out prompts (the first ``--prompts`` of ``assets/prompts/code.jsonl``, never the
-4 calibration ones) at the same settings, one prompt after the other. At T = 0 the output, the rounds and so
+4 calibration ones; with ``--prompt-set calibration`` those of ``code-calibration.jsonl``, functions of the packages
+held out for choosing settings) at the same settings, one prompt after the other. At T = 0 the output, the rounds and so
 τ (target tokens per round) and the acceptance are exact: the same weights give the same numbers on any
 machine, so a difference of 0.01 is real. At T > 0 each prompt has its own seed, the same for both sets.
 Tokens/s are printed too, measured alternately, for what they are worth.
@@ -64,6 +65,10 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--new", default=str(ROOT / "assets" / "tiny-code"), help="the same, to compare with --old")
     ap.add_argument("--target", default=str(ROOT / "assets" / "tiny-code" / "target"))
     ap.add_argument("--prompts", type=int, default=22, help="held-out code prompts (at most 22: 4 calibrate)")
+    ap.add_argument("--prompt-set", choices=("files", "calibration"), default="files",
+                    help="files: functions of held-out standard-library files (code.jsonl, never its last 4); "
+                         "calibration: the 24 functions of the calibration packages (code-calibration.jsonl), where "
+                         "a drafter trained on the package split is chosen without reading the evaluation prompts")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--roles", nargs="+", default=None, choices=sorted({s[0] for s in SETTINGS}),
@@ -71,7 +76,8 @@ def main(argv=None) -> list[dict]:
     args = ap.parse_args(argv)
     settings = [s for s in SETTINGS if args.roles is None or s[0] in args.roles]
     torch.set_num_threads(args.threads)
-    prompts = measured_prompts(args.prompts)
+    prompts = (measured_prompts(args.prompts) if args.prompt_set == "files"
+               else measured_prompts(args.prompts, "code-calibration", calibration=0))
     sets = {"old": Path(args.old), "new": Path(args.new)}
     pairs = {(name, role): hsd.load_pair(args.target, str(folder / role), device="cpu")
              for name, folder in sets.items() for role in sorted({s[0] for s in settings})}
