@@ -98,6 +98,9 @@ def test_drafter_pair_gives_the_same_exact_numbers_for_the_same_drafters():
     some = drafter_pair.main(["--old", pair, "--new", pair, "--prompts", "1", "--max-new-tokens", "12",
                               "--roles", "drafter-sampling"])
     assert [r["lookahead"] for r in some] == [r["lookahead"] for r in rows if r["role"] == "drafter-sampling"]
+    calibration = drafter_pair.main(["--old", pair, "--new", pair, "--prompts", "1", "--max-new-tokens", "12",
+                                     "--roles", "drafter", "--prompt-set", "calibration"])
+    assert [r["old_tau"] for r in calibration] != [r["old_tau"] for r in rows if r["role"] == "drafter"]
     assert [r["old_tau"] for r in some] == [r["old_tau"] for r in rows if r["role"] == "drafter-sampling"]
 
 
