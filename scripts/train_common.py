@@ -73,24 +73,12 @@ def make_prompts_batched(docs, hf_tok, n, lengths, rng: random.Random):
     """Prompts as in :func:`make_prompts` (exactly L tokens, cut at line starts), drawn for all ``n`` at once and
     tokenized in one batch: thousands per GPU generate call. The same ``rng`` gives the same prompts; they are
     not :func:`make_prompts`' prompts for that ``rng``."""
-    out: dict[int, tuple[int, list[int]]] = {}
-    pending = list(range(n))
-    for _ in range(20):
-        if not pending:
-            break
-        cands = []
-        for i in pending:
-            L = lengths[i % len(lengths)]
-            rel, text = docs[rng.randrange(len(docs))]
-            starts = _line_starts(text)  # cached: a batch of thousands of prompts revisits the same files
-            s = starts[rng.randrange(len(starts))] if rng.random() > 0.15 else 0
-            cands.append((i, L, text[s:s + 12 * L]))
-        encs = hf_tok.backend_tokenizer.encode_batch([c[2] for c in cands], add_special_tokens=False)
-        for (i, L, _), enc in zip(cands, encs):
-            if len(enc.ids) >= L:
-                out[i] = (L, enc.ids[:L])
-        pending = [i for i in pending if i not in out]
-    return [out[i] for i in sorted(out)]
+    def at_a_line(text: str, L: int) -> str:
+        starts = _line_starts(text)  # cached: a batch of thousands of prompts revisits the same files
+        s = starts[rng.randrange(len(starts))] if rng.random() > 0.15 else 0
+        return text[s:s + 12 * L]
+
+    return _prompts_batched(docs, hf_tok, n, lengths, rng, at_a_line, tries=20, last=False)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -112,23 +100,35 @@ def make_function_prompts_batched(docs, hf_tok, n, lengths, rng: random.Random):
     """``n`` prompts of exactly L tokens (as :func:`make_prompts_batched`) that end where a function's docstring
     ends, as the evaluation prompts do (``scripts/build_prompts.py``): the text before it in its file, cut to its
     last L tokens. What the target writes after them is a function's body, what a visitor's prompt asks for."""
+    def before_a_body(text: str, L: int) -> str | None:
+        ends = _docstring_ends(text)
+        if not ends:
+            return None
+        end = ends[rng.randrange(len(ends))]
+        return text[max(0, end - 12 * L):end]
+
+    return _prompts_batched(docs, hf_tok, n, lengths, rng, before_a_body, tries=40, last=True)
+
+
+def _prompts_batched(docs, hf_tok, n, lengths, rng: random.Random, cut, tries: int, last: bool):
+    """``n`` prompts of ``lengths[i % len(lengths)]`` tokens: ``cut(text, L)`` takes a text from a random document
+    (``None``: this one has none), and its first L tokens (``last``: its last L) are the prompt; a text shorter than
+    L tokens is drawn again, up to ``tries`` times, with every pending prompt tokenized in one batch."""
     out: dict[int, tuple[int, list[int]]] = {}
     pending = list(range(n))
-    for _ in range(40):
+    for _ in range(tries):
         if not pending:
             break
         cands = []
         for i in pending:
             L = lengths[i % len(lengths)]
-            _, text = docs[rng.randrange(len(docs))]
-            ends = _docstring_ends(text)
-            if ends:
-                end = ends[rng.randrange(len(ends))]
-                cands.append((i, L, text[max(0, end - 12 * L):end]))
+            text = cut(docs[rng.randrange(len(docs))][1], L)
+            if text is not None:
+                cands.append((i, L, text))
         encs = hf_tok.backend_tokenizer.encode_batch([c[2] for c in cands], add_special_tokens=False)
         for (i, L, _), enc in zip(cands, encs):
             if len(enc.ids) >= L:
-                out[i] = (L, enc.ids[-L:])
+                out[i] = (L, enc.ids[-L:] if last else enc.ids[:L])
         pending = [i for i in pending if i not in out]
     return [out[i] for i in sorted(out)]
 
