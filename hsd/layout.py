@@ -2,26 +2,27 @@
 
 A linear layer computes ``x @ W.T`` with ``W`` of shape ``[out, in]``, stored row by row. Decoding multiplies one
 row (an AR step) or a handful (a verification of a few drafted tokens) by each weight, and on the CPU oneMKL's
-speed for those few rows depends on how the operands are laid out, differently for one row and for several.
-On a 2-core AMD EPYC (Zen 4), one thread, float32, for the embedded target's 112 matrices
-(``scripts/pair/weight_layout.py`` measures it; docs/benchmarks.md):
+speed for those few rows depends on how the operands are laid out, differently for one row and for several, and
+differently from one processor to the next (``scripts/pair/weight_layout.py`` measures it; docs/benchmarks.md):
 
-- one row is fastest as ``F.linear`` with ``W`` stored column by column (``W.T`` contiguous);
-- 2 to 5 rows are fastest as ``W @ x.T`` with ``W`` stored row by row, as loaded: with two rows even a little
-  faster than one row in either layout (about 3.8 against 5.1 ms for the 112 matrices), where ``F.linear``
-  takes 5.6 ms column-major and 6.8 ms row-major;
+- one row: ``F.linear`` with ``W`` stored column by column (``W.T`` contiguous) is as fast as anything on every
+  machine measured;
+- 2 to 5 rows: on an AMD EPYC (Zen 4) ``W @ x.T`` with ``W`` row-major, as loaded, is fastest, two rows even a
+  little faster than one (about 3.8 against 5.1 ms for the embedded target's 112 matrices), where ``F.linear`` takes
+  5.6 ms; on an Intel Xeon (Sapphire Rapids) the same ``W @ x.T`` takes four times as long as ``F.linear``
+  column-major (10.4 against 2.6 ms for two rows);
 - 6 or more rows: ``F.linear`` column-major again.
 
-So a model hsd loads on the CPU in float32 gets one of these layouts (``HSD_WEIGHT_LAYOUT``):
+So which kernel multiplies ``n`` rows is measured on the machine, for each model, not assumed (:class:`KernelPlan`).
+A model hsd loads on the CPU in float32 gets one of these layouts (``HSD_WEIGHT_LAYOUT``):
 
 ``dual``
     every ``nn.Linear`` keeps its weight as loaded and a column-major copy beside it, and multiplies by
-    whichever the number of rows favours (:class:`DualLinear`): the embedded target's verification of 2 tokens
-    then costs about one AR step instead of 1.2, and an AR step is what it is column-major. The copy costs the
+    whichever its model's plan measured faster for that number of rows (:class:`DualLinear`). The copy costs the
     linear weights' memory once more.
 ``column``
-    the weights re-strided column-major in place (the same ``Parameter`` objects): no extra memory; 2-5 rows
-    cost more than in ``dual``.
+    the weights re-strided column-major in place (the same ``Parameter`` objects): no extra memory; where
+    ``W @ x.T`` is the faster kernel for a few rows, those cost more than in ``dual``.
 ``row``
     as loaded.
 ``auto`` (the default)
@@ -37,13 +38,23 @@ to :meth:`hsd.loading.Model.wrap` is never touched.
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import torch
 import torch.nn.functional as F
 
 LAYOUTS = ("auto", "dual", "column", "row")
-#: the numbers of rows a :class:`DualLinear` multiplies by the row-major weight (``W @ x.T``); others column-major
-DUAL_ROWS = range(2, 6)
+#: the numbers of rows a :class:`KernelPlan` times both kernels for: a verification of up to 15 proposals. A
+#: :class:`DualLinear` multiplies one row column-major (fastest on every machine measured: one row's product streams
+#: the weight from memory, which a plan's sample, mostly in the caches, does not show) and more than 16 too, where
+#: the two kernels are within a few percent
+PLANNED_ROWS = range(2, 17)
+#: a plan times the kernels on matrices of its model's shapes, at most this many bytes of them (from memory, not
+#: from the core's own cache, as a forward of a model bigger than that reads them)
+SAMPLE_BYTES = 12 << 20
+#: ``W @ x.T`` must take at most this share of ``F.linear`` column-major's time to be chosen: a near tie is noise
+MARGIN = 0.8
 #: ``auto`` keeps column-major copies of the linear weights when they take at most this many bytes (2 GiB: a
 #: float32 model of about 500M parameters), otherwise re-strides the weights in place (``column``)
 DUAL_LIMIT = 2 << 30
@@ -80,9 +91,102 @@ def _linears(model: torch.nn.Module) -> list[torch.nn.Linear]:
     return [m for m in model.modules() if type(m) is torch.nn.Linear and m.weight is not None]
 
 
+class KernelPlan:
+    """Which numbers of rows one model's linear layers multiply as ``W @ x.T`` by the row-major weight rather than
+    by ``F.linear`` with the column-major copy, as measured on this machine.
+
+    The plan times both kernels for every number of rows in :data:`PLANNED_ROWS` on fresh matrices of the model's
+    weight shapes (values do not change a matrix product's speed), in the model's order, at most
+    :data:`SAMPLE_BYTES` of them: one pass over them is one sample; the two kernels alternate, the fastest of
+    three passes counts, and ``W @ x.T`` is chosen only where it is faster by :data:`MARGIN`. It measures once per
+    intra-op thread count (the kernels' speed depends on it) on the first forward that runs with that count, and
+    every model of the same shapes in the process shares the result: about 0.1-0.5 s, once."""
+
+    def __init__(self, shapes: list[tuple[int, int]]):
+        self.shapes = _sample(shapes)
+        self._chosen: dict[int, frozenset[int]] = {}  # per thread count: what measure() chose
+
+    def row_major(self, rows: int) -> bool:
+        """Whether ``rows`` rows are multiplied by the row-major weight (``W @ x.T``)."""
+        if rows not in PLANNED_ROWS:
+            return False
+        threads = torch.get_num_threads()
+        chosen = self._chosen.get(threads)
+        if chosen is None:
+            chosen = self._chosen[threads] = self.measure(threads)[0]
+        return rows in chosen
+
+    def measure(self, threads: int | None = None) -> tuple[frozenset[int], dict[int, tuple[float, float]]]:
+        """(the numbers of rows ``W @ x.T`` multiplies, {rows: (seconds ``F.linear`` column-major, seconds
+        ``W @ x.T``) for one pass over the sample}) at ``threads`` intra-op threads (default: this thread's)."""
+        key = (tuple(self.shapes), threads or torch.get_num_threads())
+        found = _MEASURED.get(key)
+        if found is None:
+            with _LOCK:
+                found = _MEASURED.get(key)
+                if found is None:
+                    seconds = _time_kernels(self.shapes, key[1])
+                    chosen = frozenset(rows for rows, (linear, mm) in seconds.items() if mm < MARGIN * linear)
+                    found = _MEASURED[key] = (chosen, seconds)
+        return found
+
+
+_MEASURED: dict[tuple, tuple[frozenset[int], dict[int, tuple[float, float]]]] = {}
+_LOCK = threading.Lock()
+
+
+def _sample(shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The first weight shapes in the model's order that together take at most :data:`SAMPLE_BYTES` in float32,
+    skipping any bigger than that alone (the smallest shape where every one is)."""
+    out, total = [], 0
+    for shape in shapes:
+        size = shape[0] * shape[1] * 4
+        if size > SAMPLE_BYTES:
+            continue
+        if total + size > SAMPLE_BYTES:
+            break
+        out.append(shape)
+        total += size
+    return out or sorted(shapes, key=lambda s: s[0] * s[1])[:1]
+
+
+def _linear_columns(x: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, columns)
+
+
+def _mm_rows(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.mm(w, x.t())
+
+
+@torch.inference_mode()
+def _time_kernels(shapes: list[tuple[int, int]], threads: int) -> dict[int, tuple[float, float]]:
+    """{rows: (seconds of ``F.linear`` column-major, seconds of ``W @ x.T``) for one pass over ``shapes``}."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rows_major = [torch.randn(shape) for shape in shapes]
+        kernels = {"linear": (_linear_columns, [column_major(w) for w in rows_major]), "mm": (_mm_rows, rows_major)}
+        seconds = {}
+        for rows in PLANNED_ROWS:
+            xs = [torch.randn(rows, shape[1]) for shape in shapes]
+            best = dict.fromkeys(kernels, float("inf"))
+            for i in range(4):  # the first pass of each kernel warms it
+                for name, (kernel, weights) in kernels.items():
+                    start = time.perf_counter()
+                    for x, w in zip(xs, weights):
+                        kernel(x, w)
+                    if i:
+                        best[name] = min(best[name], time.perf_counter() - start)
+            seconds[rows] = (best["linear"], best["mm"])
+        return seconds
+    finally:
+        torch.set_num_threads(before)
+
+
 class DualLinear:
-    """The forward of one ``nn.Linear`` (set as the module's ``forward``) that multiplies :data:`DUAL_ROWS` rows by
-    the weight as loaded (row-major, ``W @ x.T``) and any other number by a column-major copy of it.
+    """The forward of one ``nn.Linear`` (set as the module's ``forward``) that multiplies a number of rows by the
+    weight as loaded (row-major, ``W @ x.T``) where its model's :class:`KernelPlan` measured that faster, and by a
+    column-major copy of it (``F.linear``) otherwise.
 
     The copy follows the weight: it is taken again after any in-place change of the weight (a
     ``load_state_dict``, an optimizer step: the tensor's version counter moves) or a new ``.data``. When autograd
@@ -90,8 +194,8 @@ class DualLinear:
     itself, so gradients flow as they would without this. A weight moved off the CPU or cast from float32
     (``model.to(...)``) makes it the plain layer again, the copy dropped."""
 
-    def __init__(self, module: torch.nn.Linear):
-        self.weight, self.bias = module.weight, module.bias
+    def __init__(self, module: torch.nn.Linear, plan: KernelPlan):
+        self.weight, self.bias, self.plan = module.weight, module.bias, plan
         self._key = None
         self._refresh()
 
@@ -110,7 +214,7 @@ class DualLinear:
         if _identity(w) != self._key:
             self._refresh()
         rows = x.numel() // x.shape[-1] if x.dim() else 0
-        if rows in DUAL_ROWS and w.is_contiguous() and x.dtype == w.dtype:
+        if w.is_contiguous() and x.dtype == w.dtype and self.plan.row_major(rows):
             out = torch.mm(w, x.reshape(rows, -1).t()).t()
             if self.bias is not None:
                 out = out + self.bias
@@ -144,14 +248,15 @@ def planned_copy_bytes(weight_bytes: int, device: torch.device, dtype: torch.dty
 @torch.no_grad()
 def use_dual(model: torch.nn.Module) -> int:
     """Give every exact ``nn.Linear`` of ``model`` a :class:`DualLinear` forward (its weight row-major, as loaded,
-    and a column-major copy); returns how many. A weight an embedding shares (tied input and output embeddings)
+    and a column-major copy), all sharing one :class:`KernelPlan`; returns how many. A weight an embedding shares (tied input and output embeddings)
     is only read, so a tied head gets it too. On the CPU in float32 only (:func:`applies`)."""
     if not applies(model):
         return 0
     use_row_major(model)
     linears = _linears(model)
+    plan = KernelPlan([tuple(m.weight.shape) for m in linears])
     for module in linears:
-        module.forward = DualLinear(module)
+        module.forward = DualLinear(module, plan)
     return len(linears)
 
 
@@ -207,6 +312,15 @@ def use_layout(model: torch.nn.Module, layout: str | None = None) -> str:
         layout = "dual" if dual_bytes(model) <= DUAL_LIMIT else "column"
     {"dual": use_dual, "column": use_column_major, "row": use_row_major}[layout](model)
     return layout
+
+
+def kernel_plan(model: torch.nn.Module) -> KernelPlan | None:
+    """The :class:`KernelPlan` of a ``dual`` model's linear layers (``None`` in another layout)."""
+    for module in _linears(model):
+        forward = module.__dict__.get("forward")
+        if isinstance(forward, DualLinear):
+            return forward.plan
+    return None
 
 
 def layout_of(model: torch.nn.Module) -> str:

@@ -52,7 +52,22 @@ def test_a_model_hsd_loads_on_the_cpu_is_dual_with_the_files_values():
             assert torch.allclose(net(x).logits, plain(x).logits, atol=1e-4, rtol=0), len(ids)
 
 
-def test_a_dual_linear_multiplies_2_to_5_rows_by_the_weight_and_the_others_by_its_copy():
+def _plan_choosing(monkeypatch, rows_by_mm):
+    """Make every plan measured from now on see ``W @ x.T`` twice as fast for ``rows_by_mm`` and half as fast
+    for every other number of rows; returns the list of (shapes, threads) each measurement was asked for."""
+    calls = []
+
+    def fake(shapes, threads):
+        calls.append((tuple(shapes), threads))
+        return {n: (1.0, 0.5 if n in rows_by_mm else 2.0) for n in layout.PLANNED_ROWS}
+
+    monkeypatch.setattr(layout, "_time_kernels", fake)
+    monkeypatch.setattr(layout, "_MEASURED", {})
+    return calls
+
+
+def test_a_dual_linear_multiplies_the_rows_its_plan_chose_by_the_weight_and_the_others_by_its_copy(monkeypatch):
+    _plan_choosing(monkeypatch, {1, 2, 3})  # one row is never W @ x.T: not even planned
     torch.manual_seed(0)
     lin = torch.nn.Linear(24, 40)
     layout.use_dual(lin)
@@ -62,10 +77,53 @@ def test_a_dual_linear_multiplies_2_to_5_rows_by_the_weight_and_the_others_by_it
             x = torch.randn(1, rows, 24)
             assert torch.allclose(lin(x), torch.nn.functional.linear(x, lin.weight, lin.bias), atol=1e-5), rows
         lin.forward.columns.zero_()  # spoil the copy: only the rows it serves change
-        x = torch.randn(3, 24)
-        assert torch.allclose(lin(x), torch.nn.functional.linear(x, lin.weight, lin.bias), atol=1e-5)
-        assert torch.equal(lin(x[:1]), lin.bias.expand(1, -1)) and torch.equal(lin(torch.randn(7, 24)),
-                                                                             lin.bias.expand(7, -1))
+        for rows in (2, 3):
+            x = torch.randn(rows, 24)
+            assert torch.allclose(lin(x), torch.nn.functional.linear(x, lin.weight, lin.bias), atol=1e-5)
+        for rows in (1, 4, 7, max(layout.PLANNED_ROWS) + 1):
+            assert torch.equal(lin(torch.randn(rows, 24)), lin.bias.expand(rows, -1)), rows
+
+
+def test_a_plan_measures_once_per_thread_count_and_every_model_of_its_shapes_shares_it(monkeypatch):
+    calls = _plan_choosing(monkeypatch, {2})
+    tok = bytelevel_tokenizer()
+    nets = [tiny_llama(tok, seed, layers=2).eval() for seed in (0, 1)]
+    for net in nets:
+        layout.use_dual(net)
+    plans = [layout.kernel_plan(net) for net in nets]
+    assert plans[0] is not plans[1] and plans[0].shapes == plans[1].shapes
+    assert plans[0].shapes == [tuple(m.weight.shape) for m in _linears(nets[0])]  # small: all of them
+    assert calls == []  # nothing measured before a forward
+    before = torch.get_num_threads()
+    try:
+        with torch.inference_mode():
+            for threads in (1, 1, 2):
+                torch.set_num_threads(threads)
+                for net in nets:
+                    net(torch.tensor([[3, 4]]))
+    finally:
+        torch.set_num_threads(before)
+    assert calls == [(tuple(plans[0].shapes), 1), (tuple(plans[0].shapes), 2)]
+    assert plans[0].measure(1)[0] == frozenset({2})
+
+
+def test_a_plan_takes_w_x_t_only_when_it_is_clearly_faster_and_samples_a_bounded_share_of_the_model(monkeypatch):
+    monkeypatch.setattr(layout, "_MEASURED", {})
+    monkeypatch.setattr(layout, "_time_kernels", lambda shapes, threads: {
+        2: (1.0, 0.85), 3: (1.0, 0.75), 4: (1.0, 1.5)})  # 15% faster is a tie; 25% is not
+    assert layout.KernelPlan([(8, 8)]).measure(1)[0] == frozenset({3})
+    big = layout.SAMPLE_BYTES // 4  # float32 entries
+    shapes = [(big // 1024 + 1, 1024), (1024, 1024), (2048, 1024), (1024, 2048), (2048, 1024)]
+    plan = layout.KernelPlan(shapes)
+    assert plan.shapes == [(1024, 1024), (2048, 1024)]  # the one over the cap skipped; 12 MiB filled, then it stops
+    assert layout.KernelPlan([(big // 1024 + 2, 1024), (big // 1024 + 1, 1024)]).shapes == [(big // 1024 + 1, 1024)]
+    assert layout.KernelPlan([]).shapes == []
+
+
+def test_a_plan_really_measures_both_kernels():
+    seconds = layout._time_kernels([(64, 32), (32, 64)], 1)
+    assert sorted(seconds) == list(layout.PLANNED_ROWS)
+    assert all(0 < a < 1 and 0 < b < 1 for a, b in seconds.values())
 
 
 def test_a_dual_linears_copy_follows_its_weight_and_gradients_flow():

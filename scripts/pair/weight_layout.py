@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 import hsd  # noqa: E402
 from hsd.bench import machine_info, machine_line, measured_prompts  # noqa: E402
-from hsd.layout import LAYOUTS, use_layout  # noqa: E402
+from hsd.layout import LAYOUTS, kernel_plan, use_layout  # noqa: E402
 from target_pair import GOALS, add_goal_options, measure  # noqa: E402
 
 
@@ -85,6 +85,17 @@ def print_costs(costs: dict, names, what: str) -> None:
                                         for n in SIZES) + " |", flush=True)
 
 
+def print_plan(model, what: str) -> None:
+    """What ``dual``'s kernel plan measured for ``model`` on this machine, at this thread count."""
+    plan = kernel_plan(model)
+    if plan is None:
+        return
+    chosen, seconds = plan.measure()
+    print(f"{what}, dual's plan ({len(plan.shapes)} matrices, {torch.get_num_threads()} threads): W @ x.T for "
+          f"{', '.join(map(str, sorted(chosen))) or 'no number of'} rows; ms per pass F.linear column-major / W @ x.T: "
+          + ", ".join(f"{n} rows {a * 1e3:.2f} / {b * 1e3:.2f}" for n, (a, b) in seconds.items() if n in SIZES))
+
+
 def set_layout(name: str):
     def apply():
         os.environ["HSD_WEIGHT_LAYOUT"] = name  # read by the lean drafter when a generation builds it
@@ -130,9 +141,15 @@ def main(argv=None) -> list[dict]:
     print(machine_line(machine_info(base)) + f"; {len(prompts)} held-out prompts, {args.max_new_tokens} new "
           f"tokens, {args.seeds} seeds when sampling")
     if not args.skip_forwards:
-        print_costs(forward_costs(layouts(base, names)), names, "target forward")
+        pairs = layouts(base, names)
+        print_costs(forward_costs(pairs), names, "target forward")
+        if "dual" in pairs:
+            print_plan(pairs["dual"].target.model, "target")
     for shape in args.shapes:
-        print_costs(forward_costs(shaped(shape, names), rounds=7), names, f"{shape} shape, random weights")
+        pairs = shaped(shape, names)
+        print_costs(forward_costs(pairs, rounds=7), names, f"{shape} shape, random weights")
+        if "dual" in pairs:
+            print_plan(pairs["dual"].target.model, shape)
     settings = [] if args.skip_speed else [g for g in GOALS if args.roles is None or g[0] in args.roles]
     drafters = ROOT / "assets" / "tiny-code"
     rows = []
