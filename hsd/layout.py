@@ -99,8 +99,9 @@ class KernelPlan:
     weight shapes (values do not change a matrix product's speed), in the model's order, at most
     :data:`SAMPLE_BYTES` of them: one pass over them is one sample; the two kernels alternate, the fastest of
     three passes counts, and ``W @ x.T`` is chosen only where it is faster by :data:`MARGIN`. It measures once per
-    intra-op thread count (the kernels' speed depends on it) on the first forward that runs with that count, and
-    every model of the same shapes in the process shares the result: about 0.1-0.5 s, once."""
+    intra-op thread count (the kernels' speed depends on it), when a generation starts (:func:`prepare`) or else on
+    the first forward that runs with that count, and every model of the same shapes in the process shares the
+    result: about 0.05-0.5 s, once."""
 
     def __init__(self, shapes: list[tuple[int, int]]):
         self.shapes = _sample(shapes)
@@ -321,6 +322,17 @@ def kernel_plan(model: torch.nn.Module) -> KernelPlan | None:
         if isinstance(forward, DualLinear):
             return forward.plan
     return None
+
+
+def prepare(*models: torch.nn.Module | None) -> None:
+    """Measure the kernel plans of those of ``models`` that are ``dual``, at this thread's intra-op count, unless
+    measured already: a generation calls this before its clock starts, so the measurement (on the first forward
+    otherwise, a speculative round's first verification) never counts in a generation's time."""
+    for model in models:
+        if model is not None and applies(model):
+            plan = kernel_plan(model)
+            if plan is not None:
+                plan.row_major(PLANNED_ROWS[0])
 
 
 def layout_of(model: torch.nn.Module) -> str:

@@ -3,6 +3,7 @@ multiplied by the faster), column-major, or row-major; the same values, only for
 a model a user hands in; the output stays AR's."""
 
 import copy
+import importlib
 import sys
 from pathlib import Path
 
@@ -105,6 +106,28 @@ def test_a_plan_measures_once_per_thread_count_and_every_model_of_its_shapes_sha
         torch.set_num_threads(before)
     assert calls == [(tuple(plans[0].shapes), 1), (tuple(plans[0].shapes), 2)]
     assert plans[0].measure(1)[0] == frozenset({2})
+
+
+def test_a_generation_measures_its_plans_before_its_clock_starts(monkeypatch):
+    calls = _plan_choosing(monkeypatch, {2})
+    tok = bytelevel_tokenizer()
+    target, drafter = tiny_llama(tok, 0, layers=2).eval(), tiny_llama(tok, 1, layers=1).eval()
+    layout.use_dual(target)  # the test's own modules, laid out as hsd lays out what it loads
+    pair = hsd.Pair(Model.wrap(target, tok, "target"), Model.wrap(drafter, tok, "drafter"))
+    module = importlib.import_module("hsd.generate")  # the module (hsd.generate is its function)
+    opened = []
+    real_open = module.open_session
+
+    def open_session(*args, **kwargs):
+        opened.append(len(calls))
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(module, "open_session", open_session)
+    threads = torch.get_num_threads()
+    hsd.generate(pair, "def f(x):", algorithm="slem", max_new_tokens=4)
+    assert opened == [1] and calls == [(tuple(layout.kernel_plan(target).shapes), threads)]
+    hsd.generate(pair, "def f(x):", algorithm="slem", max_new_tokens=4)
+    assert len(calls) == 1  # measured once
 
 
 def test_a_plan_takes_w_x_t_only_when_it_is_clearly_faster_and_samples_a_bounded_share_of_the_model(monkeypatch):
