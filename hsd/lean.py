@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from .layout import column_major, layout_setting
 from .loading import Model
-from .runner import Runner, Snapshot
+from .runner import Runner, Snapshot, inference
 
 # The causal-LM classes whose forward is embed -> (RMSNorm, attention with RoPE, RMSNorm, SwiGLU) x L -> RMSNorm -> head.
 ARCHITECTURES = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"}
@@ -226,7 +226,7 @@ class LeanRunner(Runner):
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(_rms(hidden, self._norm, self._norm_eps), self._head)[..., : self.model.n_logits]
 
-    @torch.inference_mode()
+    @inference
     def forward(self, ids: list[int], keep: int = 1) -> torch.Tensor:
         """Append ``ids`` to the cache; return the logits of the last ``keep`` positions, ``[keep, V]``."""
         started = time.perf_counter()
@@ -242,7 +242,7 @@ class LeanRunner(Runner):
         while the runner still holds these tokens first, and otherwise computes whole sequences."""
         return Snapshot(tuple(self.ids), None)
 
-    @torch.inference_mode()
+    @inference
     def forward_paths(self, snap: Snapshot, paths: list[tuple[int, ...]]) -> torch.Tensor:
         """Logits after each of ``paths`` (one length) fed on top of ``snap``, ``[len(paths), V]``, in one batched
         forward that does not touch the runner's cache. Counted as one forward."""

@@ -101,7 +101,6 @@ class Retokenizer:
         """
         if not new:
             return Continuation(len(ids), [], 0)
-        toks = self.vocab.tokens
         start = self._window_start(ids)
         window = self.vocab.text_of(ids[start:])
         whole = window + new

@@ -14,6 +14,7 @@ attention) are rebuilt by a prefill of the kept tokens instead. See ``docs/desig
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from dataclasses import dataclass
@@ -24,6 +25,21 @@ from transformers import cache_utils
 from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 from .loading import Model
+
+
+def inference(method):
+    """``torch.inference_mode()`` around ``method`` unless it is on already. A generation runs its whole loop in
+    inference mode, and entering it again around every forward cost about 15 µs a forward there (a twelfth of
+    the engine's own time in a greedy SLEM round at real vocabulary sizes, ``benchmarks/engine_cost.py``)."""
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        if torch.is_inference_mode_enabled():
+            return method(*args, **kwargs)
+        with torch.inference_mode():
+            return method(*args, **kwargs)
+
+    return wrapper
 
 
 def _cache_kwarg(model) -> str:
@@ -114,7 +130,7 @@ class Runner:
     def __len__(self) -> int:
         return len(self.ids)
 
-    @torch.inference_mode()
+    @inference
     def forward(self, ids: list[int], keep: int = 1) -> torch.Tensor:
         """Append ``ids`` to the cache; return the logits of the last ``keep`` positions, ``[keep, V]``."""
         start = time.perf_counter()
@@ -137,7 +153,7 @@ class Runner:
             return Snapshot(tuple(self.ids), [(l.keys, l.values, getattr(l, "sliding_window", None)) for l in layers])
         return Snapshot(tuple(self.ids), None)
 
-    @torch.inference_mode()
+    @inference
     def forward_paths(self, snap: Snapshot, paths: list[tuple[int, ...]]) -> torch.Tensor:
         """Logits after each of ``paths`` (token sequences of one length) fed on top of ``snap``, ``[len(paths),
         V]``, in one batched forward. The runner's own cache is not touched: the snapshot's keys and values

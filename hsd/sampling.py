@@ -86,9 +86,17 @@ class Sampling:
 def argmax(x: torch.Tensor) -> torch.Tensor:
     """``x.argmax(-1)``: each row's first maximal index, the lowest id winning a tie (a NaN counts as the maximum,
     as in torch). On a CPU numpy's vectorised argmax returns the same index about ten times sooner than torch's."""
-    if x.device.type == "cpu" and x.dtype == torch.float32:
+    if x.is_cpu and x.dtype == torch.float32:
         return torch.from_numpy(np.asarray(x.detach().numpy().argmax(-1)))
     return x.argmax(-1)
+
+
+def argmax_id(row: torch.Tensor) -> int:
+    """``int(argmax(row))`` for one row ``[V]``, without a tensor in between: the drafting loop and verification
+    take one per position."""
+    if row.is_cpu and row.dtype == torch.float32:
+        return int(row.detach().numpy().argmax())
+    return int(row.argmax())
 
 
 class OneHot:
@@ -123,7 +131,7 @@ class OneHot:
         """Row ``i``'s token."""
         t = self._ids[i]
         if t is None:
-            t = self._ids[i] = int(argmax(self._logits[i]))
+            t = self._ids[i] = argmax_id(self._logits[i])
         return t
 
     @property
@@ -273,7 +281,7 @@ def draws(p, sampling: Sampling, rng: Rng) -> Callable[[int], int]:
     if isinstance(p, OneHot):
         return p.id
     if sampling.greedy:
-        return lambda i: int(argmax(row(p, i)))
+        return lambda i: argmax_id(row(p, i))
     u = rng.uniform_draws(len(p), p.device)
     return lambda i: int(inverse_cdf(row(p, i).unsqueeze(0), u[i:i + 1])[0])
 

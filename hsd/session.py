@@ -16,7 +16,7 @@ from .lean import drafter_runner
 from .loading import Model, Pair
 from .retokenize import Retokenizer
 from .runner import Runner
-from .sampling import OneHot, Rng, Sampling, argmax, pick_at
+from .sampling import OneHot, Rng, Sampling, argmax_id, pick_at
 from .settings import Settings
 from .trace import Emitted, Round
 from .vocab import IntersectionMaps
@@ -99,7 +99,7 @@ class DrafterContext:
                 break
             logits = self.next_logits() if i == 0 else self.runner.forward([tokens[-1]], keep=1)[-1]
             if sampling.greedy:  # q is one-hot on the argmax: the token is all there is to keep
-                token, logits = (int(argmax(logits.float())), logits) if restrict is None else restrict.best(logits)
+                token, logits = (argmax_id(logits.float()), logits) if restrict is None else restrict.best(logits)
             else:
                 if restrict is not None:
                     logits = restrict.fill(logits)

@@ -21,7 +21,7 @@ from functools import cached_property
 
 import torch
 
-from .sampling import argmax
+from .sampling import argmax_id
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -263,10 +263,10 @@ class IntersectionMaps:
         only where a blocked id's logit is +inf or NaN: it is NaN there, the argmax (NaN counts as the maximum)
         finds it, and the fill decides instead."""
         row = logits.float() + self.penalty
-        token = int(argmax(row))
+        token = argmax_id(row)
         if self.drafter_to_target[token] < 0:
             row = self.fill(logits).float()
-            token = int(argmax(row))
+            token = argmax_id(row)
         return token, row
 
 
