@@ -284,3 +284,14 @@ def test_the_layout_benchmark_times_both_layouts_and_compares_their_texts(capsys
     out = capsys.readouterr().out
     assert "| row | " in out and "| column | " in out and "| dual | " in out
     assert "| drafter | slem | 0 | 12 (stop below 0.5) |" in out
+
+
+def test_the_kernel_plan_script_runs_the_measured_and_the_assumed_plan_on_the_same_texts(capsys):
+    sys.path.insert(0, str(ROOT / "scripts" / "pair"))
+    import kernel_plan
+
+    rows = kernel_plan.main(["--prompts", "1", "--seeds", "1", "--max-new-tokens", "8"])
+    assert [(r["algorithm"], r["plan"]) for r in rows] == [("slem", "measured"), ("slem", "assumed"),
+                                                           ("tli", "measured"), ("tli", "assumed")]
+    assert all(r["same"] and r["speedup"] > 0 for r in rows)
+    assert "measured plan: W @ x.T for" in capsys.readouterr().out
