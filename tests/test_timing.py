@@ -45,7 +45,8 @@ def test_compare_repeats_interleaved_and_reports_median_and_spread(model_dirs):
     assert any(u[0].startswith(f"{marks.BUSY} Compare · Repeat 2") for u in out)  # interleaved: more than one repeat
     status, _, speedup, *_, table, _ = out[-1]
     assert "median of" in status and "interleaved repeats" in status
-    assert "interleaved repeats" in speedup.layout.title.text or "too noisy" in speedup.layout.title.text
+    title = speedup.layout.title.text  # a loaded machine (a training job beside the suite) makes it say so instead
+    assert "interleaved repeats" in title or "too noisy" in title or "the machine was busy" in title
     assert speedup.data[0].error_y.array is not None  # the spread is drawn
     assert "speedup spread" in table.columns
 
