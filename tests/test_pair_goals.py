@@ -336,3 +336,15 @@ def test_round_costs_times_the_loop_and_puts_everything_back(tmp_path):
     assert out["draws_per_round"] > 1 and out["draw_us"] > 0  # the drafter's draws and the target's
     assert out["back_to_back_ms"]["drafter_step"] > 0
     assert json.loads((tmp_path / "r.json").read_text())["settings"]["noise"] == "shared"
+
+
+def test_round_costs_measures_a_pair_folder_on_the_evaluation_packages(capsys):
+    """--pair/--role load a candidate pair from its folder, --prompt-set takes the prompts from another set."""
+    import round_costs
+
+    out = round_costs.main(["--pair", str(Path(__file__).resolve().parent.parent / "assets" / "tiny-code"), "--role", "drafter", "--algorithm", "slem",
+                            "--temperature", "0", "--prompt-set", "code-packages", "--prompts", "1", "--seeds", "1",
+                            "--max-new-tokens", "12"])
+    assert out["tokens_per_round"] >= 1 and "draws_per_round" in out
+    printed = capsys.readouterr().out
+    assert "target + drafter" in printed and "1 prompts of code-packages" in printed

@@ -87,20 +87,29 @@ def instrumented(log: dict):
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="tiny-code-sampling")
+    ap.add_argument("--pair", default=None,
+                    help="a pair folder (target/ and drafter folders) instead of a preset; with --role")
+    ap.add_argument("--role", default="drafter", help="the drafter folder of --pair")
+    ap.add_argument("--prompt-set", default="code",
+                    help="code (held-out files), code-packages (functions of the evaluation packages) or a file")
     ap.add_argument("--algorithm", default="slem", choices=["sd", "slem", "tli"])
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--noise", default="shared", choices=["independent", "shared"])
     ap.add_argument("--lookahead", type=int, default=3)
     ap.add_argument("--threshold", type=float, default=0.0, help="draft_threshold (0: the whole lookahead)")
-    ap.add_argument("--prompts", type=int, default=4, help="held-out code prompts (the first ones)")
+    ap.add_argument("--prompts", type=int, default=4, help="the first prompts of --prompt-set")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    pair = hsd.load_pair(preset=args.preset, device="cpu")
-    prompts = load_prompts("code")[:args.prompts]
+    if args.pair:
+        pair = hsd.load_pair(str(Path(args.pair) / "target"), str(Path(args.pair) / args.role), device="cpu")
+        args.preset = f"{args.pair}: target + {args.role}"
+    else:
+        pair = hsd.load_pair(preset=args.preset, device="cpu")
+    prompts = load_prompts(args.prompt_set)[:args.prompts]
     hsd.generate(pair, prompts[0], algorithm=args.algorithm, max_new_tokens=8, temperature=args.temperature)  # warm-up
     log = {"forward": defaultdict(list), "draws": []}
     totals = {"ar": [0, 0.0], "alg": [0, 0.0]}
@@ -135,7 +144,7 @@ def main(argv=None) -> dict:
                              verify_4=1e3 * back_to_back.verify_cost(4)))
     print(machine_line(out["machine"]) + f"; {args.preset}, {args.algorithm} at T={args.temperature:g}, "
           f"{args.noise} noise, lookahead {args.lookahead}" + (f" (stop below {args.threshold:g})" if args.threshold else "")
-          + f"; {len(prompts)} held-out prompts x {args.seeds} seeds x {args.max_new_tokens} tokens, AR alternating")
+          + f"; {len(prompts)} prompts of {args.prompt_set} x {args.seeds} seeds x {args.max_new_tokens} tokens, AR alternating")
     print(f"AR: {ar_ms:.2f} ms a token; {args.algorithm}: {out['round_ms']:.2f} ms a round, "
           f"{out['tokens_per_round']:.3f} tokens a round, {out['speedup']:.2f}x AR")
     print("| per round | ms |\n|---|---|")
