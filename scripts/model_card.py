@@ -114,6 +114,29 @@ def grown_line(g: dict) -> str:
 
 
 
+def corpus_lines(man: dict) -> list[str]:
+    """The card's lines on the corpus of ``corpus.json``'s manifest: its sources and, for a split by package, the
+    packages held out whole."""
+    n_pkgs = len(man["packages"])
+    lock = (man.get("rules") or {}).get("pypi_lock")
+    n_pypi = sum(1 for p in man["packages"] if p.get("wheel"))
+    sources = (f"{n_pkgs - 1} packages: {n_pkgs - 1 - n_pypi} that `requirements.txt` installs and {n_pypi} permissively "
+               f"licensed pure-Python PyPI packages pinned in `scripts/corpus/{lock}`" if lock else
+               f"{n_pkgs - 1} packages that `requirements.txt` installs")
+    lines = [f"- {man['train_files']:,} training files ({man['train_chars']:,} characters) and {man['heldout_files']} "
+             f"held-out files ({man['heldout_chars']:,} characters): the Python {man['python']} standard library and "
+             f"{sources}, deduplicated by content; versions, licences and the held-out list in `../corpus.json`, "
+             "rebuilt by `scripts/build_corpus.py`"]
+    held = man.get("heldout_packages") or {}
+    if held:
+        lines.append("- Held out whole, never trained on: " + "; ".join(
+            f"{len(names)} {group} packages ({', '.join(names)})" for group, names in held.items() if names)
+            + ". The speed and quality figures of the pair are measured on the evaluation packages, its settings "
+            "chosen on the calibration ones; the other held-out files are standard-library and package files held "
+            "out one in 50")
+    return lines
+
+
 def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> None:
     m, totals, man = rec, rec["totals"], rec["manifest"]
     n_pkgs = len(man["packages"])
@@ -136,10 +159,7 @@ def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> Non
         "training files only), so no held-out file was ever seen by it",
         "",
         "## Training data", "",
-        f"- {man['train_files']:,} training files ({man['train_chars']:,} characters) and {man['heldout_files']} "
-        f"held-out files ({man['heldout_chars']:,} characters): the Python {man['python']} standard library and "
-        f"{n_pkgs - 1} packages that `requirements.txt` installs, deduplicated by content; versions, licences and "
-        "the held-out list in `../corpus.json`, rebuilt by `scripts/build_corpus.py`",
+        *corpus_lines(man),
         f"- Dropped for their licence: {dropped}",
         "",
         "## Training history", "",

@@ -759,3 +759,21 @@ def test_gpu_drafters_can_carry_part_of_the_texts_and_merge_them_back_in_order(d
     assert meta["samples"] == len(after) and len(meta["runs"]) == len(meta_before["runs"]) + 1
     assert meta["batches"] == meta_before["batches"] + ran["new_samples"] // 3
     assert meta["generated_tokens"] > meta_before["generated_tokens"]
+
+
+def test_the_card_names_the_packages_held_out_whole_and_the_pinned_pypi_sources():
+    """A corpus split by package: the card says which packages were held out whole, for which use, and how many
+    packages came from the PyPI lock; a corpus without one keeps the requirement-closure wording."""
+    import model_card
+
+    man = dict(train_files=10, train_chars=1000, heldout_files=3, heldout_chars=300, python="3.11.7",
+               rules=dict(pypi_lock="pypi.lock"),
+               packages=[dict(name="python"), dict(name="numpy"), dict(name="attrs", wheel="attrs.whl"),
+                         dict(name="isort", wheel="isort.whl", split="evaluation")],
+               heldout_packages=dict(evaluation=["isort"], calibration=[]))
+    text = "\n".join(model_card.corpus_lines(man))
+    assert "3 packages: 1 that `requirements.txt` installs and 2 permissively licensed" in text
+    assert "scripts/corpus/pypi.lock" in text and "1 evaluation packages (isort)" in text
+    old = dict(man, rules={}, heldout_packages={})
+    text = "\n".join(model_card.corpus_lines(old))
+    assert "3 packages that `requirements.txt` installs" in text and "Held out whole" not in text
