@@ -10,16 +10,18 @@ differently from one processor to the next (``scripts/pair/weight_layout.py`` me
 - 2 to 5 rows: on an AMD EPYC (Zen 4) ``W @ x.T`` with ``W`` row-major, as loaded, is fastest, two rows even a
   little faster than one (about 3.8 against 5.1 ms for the embedded target's 112 matrices), where ``F.linear`` takes
   5.6 ms; on an Intel Xeon (Sapphire Rapids) the same ``W @ x.T`` takes four times as long as ``F.linear``
-  column-major (10.4 against 2.6 ms for two rows);
+  column-major (10.4 against 2.6 ms for two rows), and ``F.linear`` with ``W`` row-major, as loaded, is the
+  fastest of the three for 2 to 5 rows;
 - 6 or more rows: ``F.linear`` column-major again.
 
-So which kernel multiplies ``n`` rows is measured on the machine, for each model, not assumed (:class:`KernelPlan`).
+So which of the three kernels multiplies ``n`` rows is measured on the machine, for each model, not assumed
+(:class:`KernelPlan`).
 A model hsd loads on the CPU in float32 gets one of these layouts (``HSD_WEIGHT_LAYOUT``):
 
 ``dual``
     every ``nn.Linear`` keeps its weight as loaded and a column-major copy beside it, and multiplies by
-    whichever its model's plan measured faster for that number of rows (:class:`DualLinear`). The copy costs the
-    linear weights' memory once more.
+    whichever kernel its model's plan measured fastest for that number of rows (:class:`DualLinear`). The copy
+    costs the linear weights' memory once more.
 ``column``
     the weights re-strided column-major in place (the same ``Parameter`` objects): no extra memory; where
     ``W @ x.T`` is the faster kernel for a few rows, those cost more than in ``dual``.
@@ -45,16 +47,19 @@ import torch
 import torch.nn.functional as F
 
 LAYOUTS = ("auto", "dual", "column", "row")
-#: the numbers of rows a :class:`KernelPlan` times both kernels for: a verification of up to 15 proposals. A
+#: the numbers of rows a :class:`KernelPlan` times the kernels for: a verification of up to 15 proposals. A
 #: :class:`DualLinear` multiplies one row column-major (fastest on every machine measured: one row's product streams
 #: the weight from memory, which a plan's sample, mostly in the caches, does not show) and more than 16 too, where
-#: the two kernels are within a few percent
+#: the kernels are within a few percent
 PLANNED_ROWS = range(2, 17)
+#: the kernels a plan chooses from, the default first: ``F.linear`` with the column-major copy, ``F.linear`` with
+#: the weight as loaded (row-major: oneMKL multiplies by its transpose), and ``W @ x.T`` with the weight as loaded
+KERNELS = ("linear_columns", "linear_rows", "mm_rows")
 #: a plan times the kernels on matrices of its model's shapes, at most this many bytes of them (from memory, not
 #: from the core's own cache, as a forward of a model bigger than that reads them)
 SAMPLE_BYTES = 12 << 20
-#: ``W @ x.T`` must take at most this share of ``F.linear`` column-major's time to be chosen: a near tie is noise
-MARGIN = 0.8
+#: another kernel must take at most this share of ``F.linear`` column-major's time to be chosen: a near tie is noise
+MARGIN = 0.9
 #: ``auto`` keeps column-major copies of the linear weights when they take at most this many bytes (2 GiB: a
 #: float32 model of about 500M parameters), otherwise re-strides the weights in place (``column``)
 DUAL_LIMIT = 2 << 30
@@ -92,34 +97,34 @@ def _linears(model: torch.nn.Module) -> list[torch.nn.Linear]:
 
 
 class KernelPlan:
-    """Which numbers of rows one model's linear layers multiply as ``W @ x.T`` by the row-major weight rather than
-    by ``F.linear`` with the column-major copy, as measured on this machine.
+    """Which kernel one model's linear layers multiply each number of rows by (:data:`KERNELS`), as measured on this
+    machine.
 
-    The plan times both kernels for every number of rows in :data:`PLANNED_ROWS` on fresh matrices of the model's
+    The plan times every kernel for every number of rows in :data:`PLANNED_ROWS` on fresh matrices of the model's
     weight shapes (values do not change a matrix product's speed), in the model's order, at most
-    :data:`SAMPLE_BYTES` of them: one pass over them is one sample; the two kernels alternate, the fastest of
-    three passes counts, and ``W @ x.T`` is chosen only where it is faster by :data:`MARGIN`. It measures once per
-    intra-op thread count (the kernels' speed depends on it), when a generation starts (:func:`prepare`) or else on
-    the first forward that runs with that count, and every model of the same shapes in the process shares the
-    result: about 0.05-0.5 s, once."""
+    :data:`SAMPLE_BYTES` of them: one pass over them is one sample; the kernels alternate, the fastest of three
+    passes counts, and a kernel other than ``F.linear`` column-major is chosen only where the fastest of them needs
+    at most :data:`MARGIN` of its time. It measures once per intra-op thread count (the kernels' speed depends on
+    it), when a generation starts (:func:`prepare`) or else on the first forward that runs with that count, and
+    every model of the same shapes in the process shares the result: about 0.1-1 s, once."""
 
     def __init__(self, shapes: list[tuple[int, int]]):
         self.shapes = _sample(shapes)
-        self._chosen: dict[int, frozenset[int]] = {}  # per thread count: what measure() chose
+        self._chosen: dict[int, dict[int, str]] = {}  # per thread count: what measure() chose
 
-    def row_major(self, rows: int) -> bool:
-        """Whether ``rows`` rows are multiplied by the row-major weight (``W @ x.T``)."""
+    def kernel(self, rows: int) -> str:
+        """The kernel (one of :data:`KERNELS`) that multiplies ``rows`` rows."""
         if rows not in PLANNED_ROWS:
-            return False
+            return KERNELS[0]
         threads = torch.get_num_threads()
         chosen = self._chosen.get(threads)
         if chosen is None:
             chosen = self._chosen[threads] = self.measure(threads)[0]
-        return rows in chosen
+        return chosen.get(rows, KERNELS[0])
 
-    def measure(self, threads: int | None = None) -> tuple[frozenset[int], dict[int, tuple[float, float]]]:
-        """(the numbers of rows ``W @ x.T`` multiplies, {rows: (seconds ``F.linear`` column-major, seconds
-        ``W @ x.T``) for one pass over the sample}) at ``threads`` intra-op threads (default: this thread's)."""
+    def measure(self, threads: int | None = None) -> tuple[dict[int, str], dict[int, dict[str, float]]]:
+        """({rows: kernel} where a kernel other than ``F.linear`` column-major was chosen, {rows: {kernel: seconds
+        for one pass over the sample}}) at ``threads`` intra-op threads (default: this thread's)."""
         key = (tuple(self.shapes), threads or torch.get_num_threads())
         found = _MEASURED.get(key)
         if found is None:
@@ -127,12 +132,23 @@ class KernelPlan:
                 found = _MEASURED.get(key)
                 if found is None:
                     seconds = _time_kernels(self.shapes, key[1])
-                    chosen = frozenset(rows for rows, (linear, mm) in seconds.items() if mm < MARGIN * linear)
-                    found = _MEASURED[key] = (chosen, seconds)
+                    found = _MEASURED[key] = (choose(seconds), seconds)
         return found
 
 
-_MEASURED: dict[tuple, tuple[frozenset[int], dict[int, tuple[float, float]]]] = {}
+def choose(seconds: dict[int, dict[str, float]]) -> dict[int, str]:
+    """{rows: kernel} for the numbers of rows where the fastest kernel is not ``F.linear`` column-major and needs
+    at most :data:`MARGIN` of its time."""
+    chosen = {}
+    for rows, by_kernel in seconds.items():
+        default = by_kernel[KERNELS[0]]
+        best = min((k for k in KERNELS[1:] if k in by_kernel), key=by_kernel.get, default=None)
+        if best is not None and by_kernel[best] <= MARGIN * default:
+            chosen[rows] = best
+    return chosen
+
+
+_MEASURED: dict[tuple, tuple[dict[int, str], dict[int, dict[str, float]]]] = {}
 _LOCK = threading.Lock()
 
 
@@ -151,8 +167,8 @@ def _sample(shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out or sorted(shapes, key=lambda s: s[0] * s[1])[:1]
 
 
-def _linear_columns(x: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
-    return F.linear(x, columns)
+def _linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, w)
 
 
 def _mm_rows(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -160,13 +176,14 @@ def _mm_rows(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def _time_kernels(shapes: list[tuple[int, int]], threads: int) -> dict[int, tuple[float, float]]:
-    """{rows: (seconds of ``F.linear`` column-major, seconds of ``W @ x.T``) for one pass over ``shapes``}."""
+def _time_kernels(shapes: list[tuple[int, int]], threads: int) -> dict[int, dict[str, float]]:
+    """{rows: {kernel: seconds for one pass over ``shapes``}} for every kernel of :data:`KERNELS`."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         rows_major = [torch.randn(shape) for shape in shapes]
-        kernels = {"linear": (_linear_columns, [column_major(w) for w in rows_major]), "mm": (_mm_rows, rows_major)}
+        kernels = {"linear_columns": (_linear, [column_major(w) for w in rows_major]),
+                   "linear_rows": (_linear, rows_major), "mm_rows": (_mm_rows, rows_major)}
         seconds = {}
         for rows in PLANNED_ROWS:
             xs = [torch.randn(rows, shape[1]) for shape in shapes]
@@ -178,7 +195,7 @@ def _time_kernels(shapes: list[tuple[int, int]], threads: int) -> dict[int, tupl
                         kernel(x, w)
                     if i:
                         best[name] = min(best[name], time.perf_counter() - start)
-            seconds[rows] = (best["linear"], best["mm"])
+            seconds[rows] = best
         return seconds
     finally:
         torch.set_num_threads(before)
@@ -186,8 +203,8 @@ def _time_kernels(shapes: list[tuple[int, int]], threads: int) -> dict[int, tupl
 
 class DualLinear:
     """The forward of one ``nn.Linear`` (set as the module's ``forward``) that multiplies a number of rows by the
-    weight as loaded (row-major, ``W @ x.T``) where its model's :class:`KernelPlan` measured that faster, and by a
-    column-major copy of it (``F.linear``) otherwise.
+    kernel its model's :class:`KernelPlan` measured fastest for it: by the weight as loaded (row-major), as
+    ``F.linear`` or as ``W @ x.T``, or by a column-major copy of it (``F.linear``, the default).
 
     The copy follows the weight: it is taken again after any in-place change of the weight (a
     ``load_state_dict``, an optimizer step: the tensor's version counter moves) or a new ``.data``. When autograd
@@ -215,7 +232,10 @@ class DualLinear:
         if _identity(w) != self._key:
             self._refresh()
         rows = x.numel() // x.shape[-1] if x.dim() else 0
-        if w.is_contiguous() and x.dtype == w.dtype and self.plan.row_major(rows):
+        kernel = self.plan.kernel(rows)
+        if kernel != KERNELS[0] and w.is_contiguous() and x.dtype == w.dtype:
+            if kernel == "linear_rows":
+                return F.linear(x, w, self.bias)
             out = torch.mm(w, x.reshape(rows, -1).t()).t()
             if self.bias is not None:
                 out = out + self.bias
@@ -332,7 +352,7 @@ def prepare(*models: torch.nn.Module | None) -> None:
         if model is not None and applies(model):
             plan = kernel_plan(model)
             if plan is not None:
-                plan.row_major(PLANNED_ROWS[0])
+                plan.kernel(PLANNED_ROWS[0])
 
 
 def layout_of(model: torch.nn.Module) -> str:

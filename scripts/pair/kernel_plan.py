@@ -3,9 +3,10 @@
     OMP_WAIT_POLICY=PASSIVE python scripts/pair/kernel_plan.py --pair assets/tiny-code --prompts 12
 
 A ``dual`` model multiplies each number of rows by whichever kernel its :class:`hsd.layout.KernelPlan` measured
-faster on this machine (``W @ x.T`` by the row-major weight, or ``F.linear`` by the column-major copy). This runs the
-target with the plan it measured and a copy of it told to use ``W @ x.T`` for ``--assume-rows`` (2-5 by default,
-the rule measured once on an AMD EPYC), at the goal settings of ``target_pair.py`` (greedy SLEM with ``drafter``,
+fastest on this machine (``F.linear`` by the column-major copy or by the row-major weight, or ``W @ x.T`` by the
+row-major weight). This runs the target with the plan it measured and a copy of it told to use ``W @ x.T`` for
+``--assume-rows`` (2-5 by default, the rule measured once on an AMD EPYC), or, with ``--without KERNEL``, a copy
+whose plan was chosen from the same measurement without that kernel, at the goal settings of ``target_pair.py`` (greedy SLEM with ``drafter``,
 TLI at T = 1 with ``drafter-sampling``), AR and the algorithm for each prompt and seed one after the other, the
 order rotated. Same weights, same drafters: τ and the texts are the same, only the verifications' cost differs.
 The prompts are the first ``--prompts`` functions of the evaluation packages (``code-packages.jsonl``).
@@ -33,15 +34,27 @@ from target_pair import GOALS, measure  # noqa: E402
 PROMPTS = ROOT / "assets" / "prompts" / "code-packages.jsonl"
 
 
-def assumed(pair, rows: list[int]):
+def assumed(pair, rows: list[int], without: str | None = None):
     """``pair`` with a copy of its target whose linear layers multiply ``rows`` rows by ``W @ x.T``, whatever this
-    machine measures (at the thread count in force now)."""
+    machine measures, or (``without``) by the kernels the plan measured fastest, that one left out (at the thread
+    count in force now)."""
     model = copy.deepcopy(pair.target.model)
     plan = layout.kernel_plan(model)
     if plan is None:
         raise SystemExit("the target is not in the dual layout here (HSD_WEIGHT_LAYOUT, or not float32 on a CPU)")
-    plan._chosen = {torch.get_num_threads(): frozenset(rows)}
+    if without:
+        seconds = plan.measure()[1]
+        chosen = layout.choose({n: {k: t for k, t in by.items() if k != without} for n, by in seconds.items()})
+    else:
+        chosen = dict.fromkeys(rows, "mm_rows")
+    plan._chosen = {torch.get_num_threads(): chosen}
     return dataclasses.replace(pair, target=dataclasses.replace(pair.target, model=model))
+
+
+def describe(chosen: dict[int, str]) -> str:
+    """A plan's choice in words: the rows each kernel other than ``F.linear`` column-major multiplies."""
+    by_kernel = {k: sorted(n for n, c in chosen.items() if c == k) for k in layout.KERNELS[1:]}
+    return "; ".join(f"{k} for {rows} rows" for k, rows in by_kernel.items() if rows) or "linear_columns throughout"
 
 
 def main(argv=None) -> list[dict]:
@@ -50,6 +63,8 @@ def main(argv=None) -> list[dict]:
                     help="folder with target/, drafter/ and drafter-sampling/")
     ap.add_argument("--assume-rows", type=int, nargs="+", default=[2, 3, 4, 5],
                     help="the numbers of rows the assumed plan multiplies by W @ x.T")
+    ap.add_argument("--without", choices=layout.KERNELS[1:], default=None,
+                    help="assume instead the plan measured without this kernel")
     ap.add_argument("--prompts", type=int, default=12)
     ap.add_argument("--seeds", type=int, default=2, help="seeds per prompt when sampling")
     ap.add_argument("--max-new-tokens", type=int, default=128)
@@ -68,10 +83,12 @@ def main(argv=None) -> list[dict]:
             print(machine_line(machine_info(base)) + f"; {len(prompts)} evaluation prompts, {args.max_new_tokens} "
                   f"new tokens, {args.seeds} seeds when sampling")
             chosen, seconds = layout.kernel_plan(base.target.model).measure()
-            print(f"measured plan: W @ x.T for {sorted(chosen) or 'no number of'} rows; assumed: {args.assume_rows}")
+            other = (describe(layout.kernel_plan(assumed(base, [], args.without).target.model)._chosen[
+                torch.get_num_threads()]) if args.without else describe(dict.fromkeys(args.assume_rows, "mm_rows")))
+            print(f"measured plan: {describe(chosen)}; assumed: {other}")
             print("| drafter | algorithm | T | lookahead | plan | AR ms/token | τ | speedup | same text |")
             print("|---|---|---|---|---|---|---|---|---|")
-        got = measure({"measured": base, "assumed": assumed(base, args.assume_rows)}, prompts, setting, args.seeds,
+        got = measure({"measured": base, "assumed": assumed(base, args.assume_rows, args.without)}, prompts, setting, args.seeds,
                       args.max_new_tokens)
         same = got["measured"]["outputs"] == got["assumed"]["outputs"]
         look = f"{k}" + (f" (stop below {threshold:g})" if threshold else "")

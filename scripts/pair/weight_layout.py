@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 import hsd  # noqa: E402
 from hsd.bench import machine_info, machine_line, measured_prompts  # noqa: E402
-from hsd.layout import LAYOUTS, kernel_plan, use_layout  # noqa: E402
+from hsd.layout import KERNELS, LAYOUTS, kernel_plan, use_layout  # noqa: E402
 from target_pair import GOALS, add_goal_options, measure  # noqa: E402
 
 
@@ -91,9 +91,13 @@ def print_plan(model, what: str) -> None:
     if plan is None:
         return
     chosen, seconds = plan.measure()
-    print(f"{what}, dual's plan ({len(plan.shapes)} matrices, {torch.get_num_threads()} threads): W @ x.T for "
-          f"{', '.join(map(str, sorted(chosen))) or 'no number of'} rows; ms per pass F.linear column-major / W @ x.T: "
-          + ", ".join(f"{n} rows {a * 1e3:.2f} / {b * 1e3:.2f}" for n, (a, b) in seconds.items() if n in SIZES))
+    by_kernel = {k: sorted(n for n, c in chosen.items() if c == k) for k in KERNELS[1:]}
+    print(f"{what}, dual's plan ({len(plan.shapes)} matrices, {torch.get_num_threads()} threads): "
+          + ("; ".join(f"{k} for {', '.join(map(str, rows))} rows" for k, rows in by_kernel.items() if rows)
+             or "linear_columns for every number of rows")
+          + f"; ms per pass {' / '.join(KERNELS)}: "
+          + ", ".join(f"{n} rows " + " / ".join(f"{by[k] * 1e3:.2f}" for k in KERNELS)
+                      for n, by in seconds.items() if n in SIZES))
 
 
 def set_layout(name: str):
