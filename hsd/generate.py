@@ -51,7 +51,9 @@ def encode_prompt(model: Model, prompt: str | None, messages: list[dict] | None,
     """Token ids of the prompt for one model: raw text, or chat ``messages`` through its own template.
 
     ``parse_special``: text in a raw prompt that spells a special token (``<|endoftext|>``, ``</s>``) becomes
-    that token, as Transformers does by default; ``False`` encodes it as the plain text it is."""
+    that token, as Transformers does by default; ``False`` encodes it as the plain text it is. A prompt longer than
+    the model's context is encoded without Transformers' warning: the session checks the length itself (the target
+    refuses it, a drafter whose context is full stops drafting)."""
     tok = model.tokenizer
     if messages is not None:
         if getattr(tok, "chat_template", None):
@@ -63,12 +65,13 @@ def encode_prompt(model: Model, prompt: str | None, messages: list[dict] | None,
                 raise PromptError(f"The chat template of {model.name!r} refused these messages: {exc}. Check the "
                                   "roles and their order (most templates take system?, then user/assistant "
                                   "turns).") from None
-            return tok(text, add_special_tokens=False)["input_ids"], text
+            return tok(text, add_special_tokens=False, verbose=False)["input_ids"], text
         if fallback_text is None:
             raise PromptError(f"{model.name!r} has no chat template: pass a raw prompt instead of messages, "
                               "or use an instruction-tuned target.")
-        return tok(fallback_text, add_special_tokens=False)["input_ids"], fallback_text
-    return tok(prompt, add_special_tokens=True, split_special_tokens=not parse_special)["input_ids"], prompt
+        return tok(fallback_text, add_special_tokens=False, verbose=False)["input_ids"], fallback_text
+    ids = tok(prompt, add_special_tokens=True, split_special_tokens=not parse_special, verbose=False)["input_ids"]
+    return ids, prompt
 
 
 def special_spans(model: Model, prompt: str) -> list[tuple[int, int, str]]:

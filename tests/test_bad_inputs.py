@@ -84,3 +84,30 @@ def test_prompt_longer_than_the_drafters_context_runs_target_only_like_ar(pair, 
     res = hsd.generate(small, prompt, algorithm=algorithm, max_new_tokens=10)
     assert res.token_ids == ar.token_ids
     assert res.metrics["drafter_forwards"] == 0 and not math.isnan(res.metrics["tokens_per_s"] or 0)
+
+
+def test_a_prompt_longer_than_the_byte_drafters_context_runs_without_transformers_length_warning():
+    """The byte drafter's 1,024 positions hold fewer bytes than a long prompt: the run goes on target-only, as the
+    test above checks, and Transformers' "Token indices sequence length is longer..." warning (about an indexing
+    error hsd never makes) is not printed."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    seen = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    handler = Catch()
+    hf_logging.get_logger().addHandler(handler)
+    try:
+        pair = hsd.load_pair(preset="tiny-code-bytes", device="cpu")
+        prompt = "def f(x):\n    '''" + "Return x. " * 120 + "'''"
+        assert len(prompt.encode()) > 1024
+        res = hsd.generate(pair, prompt, algorithm="slrs", lookahead=1, max_new_tokens=4)
+    finally:
+        hf_logging.get_logger().removeHandler(handler)
+    assert res.metrics["drafter_forwards"] == 0
+    assert not [m for m in seen if "sequence length is longer" in m]
