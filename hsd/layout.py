@@ -11,7 +11,7 @@ differently from one processor to the next (``scripts/pair/weight_layout.py`` me
   little faster than one (about 3.8 against 5.1 ms for the embedded target's 112 matrices), where ``F.linear`` takes
   5.6 ms; on an Intel Xeon (Sapphire Rapids) the same ``W @ x.T`` takes four times as long as ``F.linear``
   column-major (10.4 against 2.6 ms for two rows), and ``F.linear`` with ``W`` row-major, as loaded, is the
-  fastest of the three for 2 to 5 rows;
+  fastest of the three for 2 and 3 rows;
 - 6 or more rows: ``F.linear`` column-major again.
 
 So which of the three kernels multiplies ``n`` rows is measured on the machine, for each model, not assumed

@@ -120,8 +120,8 @@ def corpus_lines(man: dict) -> list[str]:
     n_pkgs = len(man["packages"])
     lock = (man.get("rules") or {}).get("pypi_lock")
     n_pypi = sum(1 for p in man["packages"] if p.get("wheel"))
-    sources = (f"{n_pkgs - 1} packages: {n_pkgs - 1 - n_pypi} that `requirements.txt` installs and {n_pypi} permissively "
-               f"licensed pure-Python PyPI packages pinned in `scripts/corpus/{lock}`" if lock else
+    sources = (f"{n_pkgs - 1} packages: {n_pkgs - 1 - n_pypi} that `requirements.txt` installs and {n_pypi} "
+               f"permissively licensed pure-Python PyPI packages pinned in `scripts/corpus/{lock}`" if lock else
                f"{n_pkgs - 1} packages that `requirements.txt` installs")
     lines = [f"- {man['train_files']:,} training files ({man['train_chars']:,} characters) and {man['heldout_files']} "
              f"held-out files ({man['heldout_chars']:,} characters): the Python {man['python']} standard library and "
@@ -139,7 +139,6 @@ def corpus_lines(man: dict) -> list[str]:
 
 def write_resumed_card(path: Path, config, tok, rec: dict, previous: str) -> None:
     m, totals, man = rec, rec["totals"], rec["manifest"]
-    n_pkgs = len(man["packages"])
     prev = m.get("previous_label") or "previous shipped weights"
     dropped = ", ".join(f"{d['name']} ({d['licence']})" for d in man["dropped_licences"]) or "none"
     lines = [

@@ -6,7 +6,8 @@ A ``dual`` model multiplies each number of rows by whichever kernel its :class:`
 fastest on this machine (``F.linear`` by the column-major copy or by the row-major weight, or ``W @ x.T`` by the
 row-major weight). This runs the target with the plan it measured and a copy of it told to use ``W @ x.T`` for
 ``--assume-rows`` (2-5 by default, the rule measured once on an AMD EPYC), or, with ``--without KERNEL``, a copy
-whose plan was chosen from the same measurement without that kernel, at the goal settings of ``target_pair.py`` (greedy SLEM with ``drafter``,
+whose plan was chosen from the same measurement without that kernel, at the goal settings of ``target_pair.py``
+(greedy SLEM with ``drafter``,
 TLI at T = 1 with ``drafter-sampling``), AR and the algorithm for each prompt and seed one after the other, the
 order rotated. Same weights, same drafters: τ and the texts are the same, only the verifications' cost differs.
 The prompts are the first ``--prompts`` functions of the evaluation packages (``code-packages.jsonl``).
@@ -34,20 +35,23 @@ from target_pair import GOALS, measure  # noqa: E402
 PROMPTS = ROOT / "assets" / "prompts" / "code-packages.jsonl"
 
 
-def assumed(pair, rows: list[int], without: str | None = None):
-    """``pair`` with a copy of its target whose linear layers multiply ``rows`` rows by ``W @ x.T``, whatever this
-    machine measures, or (``without``) by the kernels the plan measured fastest, that one left out (at the thread
-    count in force now)."""
+def assumed_choice(plan, rows: list[int], without: str | None = None) -> dict[int, str]:
+    """What the assumed plan multiplies each number of rows by: ``W @ x.T`` for ``rows``, whatever this machine
+    measures, or (``without``) the kernels ``plan`` measured fastest, that one left out."""
+    if not without:
+        return dict.fromkeys(rows, "mm_rows")
+    seconds = plan.measure()[1]
+    return layout.choose({n: {k: t for k, t in by.items() if k != without} for n, by in seconds.items()})
+
+
+def assumed(pair, choice: dict[int, str]):
+    """``pair`` with a copy of its target whose linear layers follow ``choice`` (at the thread count in force
+    now)."""
     model = copy.deepcopy(pair.target.model)
     plan = layout.kernel_plan(model)
     if plan is None:
         raise SystemExit("the target is not in the dual layout here (HSD_WEIGHT_LAYOUT, or not float32 on a CPU)")
-    if without:
-        seconds = plan.measure()[1]
-        chosen = layout.choose({n: {k: t for k, t in by.items() if k != without} for n, by in seconds.items()})
-    else:
-        chosen = dict.fromkeys(rows, "mm_rows")
-    plan._chosen = {torch.get_num_threads(): chosen}
+    plan._chosen = {torch.get_num_threads(): choice}
     return dataclasses.replace(pair, target=dataclasses.replace(pair.target, model=model))
 
 
@@ -82,13 +86,15 @@ def main(argv=None) -> list[dict]:
         if not rows:
             print(machine_line(machine_info(base)) + f"; {len(prompts)} evaluation prompts, {args.max_new_tokens} "
                   f"new tokens, {args.seeds} seeds when sampling")
-            chosen, seconds = layout.kernel_plan(base.target.model).measure()
-            other = (describe(layout.kernel_plan(assumed(base, [], args.without).target.model)._chosen[
-                torch.get_num_threads()]) if args.without else describe(dict.fromkeys(args.assume_rows, "mm_rows")))
-            print(f"measured plan: {describe(chosen)}; assumed: {other}")
+            plan = layout.kernel_plan(base.target.model)
+            if plan is None:
+                raise SystemExit("the target is not in the dual layout here (HSD_WEIGHT_LAYOUT, or not float32 on a "
+                                 "CPU)")
+            choice = assumed_choice(plan, args.assume_rows, args.without)
+            print(f"measured plan: {describe(plan.measure()[0])}; assumed: {describe(choice)}")
             print("| drafter | algorithm | T | lookahead | plan | AR ms/token | τ | speedup | same text |")
             print("|---|---|---|---|---|---|---|---|---|")
-        got = measure({"measured": base, "assumed": assumed(base, args.assume_rows, args.without)}, prompts, setting, args.seeds,
+        got = measure({"measured": base, "assumed": assumed(base, choice)}, prompts, setting, args.seeds,
                       args.max_new_tokens)
         same = got["measured"]["outputs"] == got["assumed"]["outputs"]
         look = f"{k}" + (f" (stop below {threshold:g})" if threshold else "")
