@@ -16,7 +16,7 @@ from .lean import drafter_runner
 from .loading import Model, Pair
 from .retokenize import Retokenizer
 from .runner import Runner
-from .sampling import OneHot, Rng, Sampling, argmax_id, pick_at
+from .sampling import OneHot, Rng, Rows, Sampling, argmax_id, pick_at
 from .settings import Settings
 from .trace import Emitted, Round
 from .vocab import IntersectionMaps
@@ -85,7 +85,7 @@ class DrafterContext:
         the drafter itself doubts is likely rejected, and every token drafted after it would be wasted (a dynamic
         lookahead; the decision uses only the drafter's own state, so the algorithms stay lossless). Returns the tokens and the
         ``[n, V_drafter]`` distributions they were sampled from (a :class:`~hsd.sampling.OneHot` of the tokens when
-        the drafter is greedy). When ``rng`` shares noise (SLEM), a token is drawn from the field at the byte
+        the drafter is greedy; on a CPU :class:`~hsd.sampling.Rows` of the rows as drawn from). When ``rng`` shares noise (SLEM), a token is drawn from the field at the byte
         offset where it starts (``synced`` plus the bytes drafted before it) and ``empties``, the target's count of
         emitted tokens without bytes (:mod:`hsd.noise`).
         """
@@ -114,8 +114,9 @@ class DrafterContext:
                 break
         if sampling.greedy:  # each q is one-hot on its token
             return tokens, OneHot(tuple(tokens), self.model.n_logits, self.runner.device)
-        probs = torch.stack(rows) if rows else torch.empty(0, self.model.n_logits, device=self.runner.device)
-        return tokens, probs
+        if not rows:
+            return tokens, torch.empty(0, self.model.n_logits, device=self.runner.device)
+        return tokens, Rows.built(rows, sampling) if rows[0].is_cpu else torch.stack(rows)
 
     def rewind(self) -> None:
         """Back to the prompt, as right after :meth:`prefill` (the cache is cropped, never refilled)."""

@@ -258,3 +258,53 @@ def test_sampled_rows_built_when_read_are_the_rules_on_dense_rows(seed, settings
         built = [i for i, r in enumerate(lazy._rows) if r is not None]
         assert built == list(range(len(built))) and len(built) <= a.n_accepted + 2  # up to the first rejection
         assert all(torch.equal(lazy.row(i), dense[i]) for i in range(m + 1))
+
+
+def test_the_two_level_draw_gives_each_entry_its_share_of_the_uniform_numbers():
+    """A row of 151,936 entries with 400 positive weights, scattered over blocks (some of them alone in theirs, one
+    in the last, partial block): uniform numbers on an even grid land on each entry in proportion to its weight, and
+    on no entry of weight 0."""
+    from hsd.sampling import BLOCK, inverse_cdf
+    gen = torch.Generator().manual_seed(3)
+    size = 151_936
+    assert size > 32 * BLOCK and size % BLOCK  # drawn in two levels, with a partial last block
+    w = torch.zeros(size)
+    ids = torch.randperm(size, generator=gen)[:398].tolist() + [0, size - 1]
+    w[ids] = torch.rand(len(ids), generator=gen) ** 3 + 1e-4
+    grid = 20_000
+    u = ((torch.arange(grid, dtype=torch.float64) + 0.5) / grid).unsqueeze(-1)
+    got = torch.bincount(inverse_cdf(w.expand(grid, size), u), minlength=size).double() / grid
+    want = w.double() / w.double().sum()
+    assert set(got.nonzero().squeeze(-1).tolist()) <= set(ids)
+    assert float((got - want).abs().max()) <= 1.0 / grid + 1e-9  # each share is an interval of the grid
+
+
+def test_the_two_level_draw_is_the_one_level_draw_up_to_float32_rounding_of_block_totals():
+    from hsd.sampling import inverse_cdf
+    gen = torch.Generator().manual_seed(4)
+    for size in (32 * 1024 + 1, 151_936, 256_000):
+        logits = torch.randn(size, generator=gen) * 3
+        p = torch.softmax(logits, -1).unsqueeze(0)
+        u = torch.rand(2000, 1, dtype=torch.float64, generator=gen)
+        two = inverse_cdf(p.expand(2000, size), u)
+        cdf = torch.nn.functional.pad(p[0].double().cumsum(-1), (1, 0))
+        x = u.squeeze(-1) * cdf[-1]
+        one = torch.searchsorted(cdf[1:], x, right=True)  # the first entry whose float64 cumulative sum exceeds x
+        # where they differ, x fell within 1e-7 of the mass of a boundary of the one-level draw: a boundary moved
+        # by the rounding of a float32 total, not a different sampler
+        moved = two != one
+        near = torch.minimum((x - cdf[one]).abs(), (cdf[one + 1] - x).abs()) < 1e-7
+        assert bool(near[moved].all()) and int(moved.sum()) < 40
+
+
+def test_the_two_level_draw_never_draws_weight_zero_at_the_ends_of_the_unit_interval():
+    from hsd.sampling import BLOCK, inverse_cdf
+    size = 40 * BLOCK + 17
+    w = torch.zeros(size)
+    w[3 * BLOCK + 5] = 0.25  # blocks 0-2 and 4-39 weigh nothing, and so does the partial block
+    w[4 * BLOCK - 1] = 0.75
+    ends = torch.tensor([[0.0], [2.0 ** -53], [0.25], [1.0 - 2.0 ** -53], [1.0]], dtype=torch.float64)
+    assert inverse_cdf(w.expand(5, size), ends).tolist() == [3 * BLOCK + 5, 3 * BLOCK + 5, 4 * BLOCK - 1,
+                                                             4 * BLOCK - 1, 4 * BLOCK - 1]
+    assert inverse_cdf(torch.zeros(1, size), ends[:1]).tolist() == [size - 1]  # nothing to draw: as one level
+    assert inverse_cdf(w.unsqueeze(0), ends[2:3]).shape == (1,)

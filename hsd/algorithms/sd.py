@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from .. import verify
-from ..sampling import OneHot
+from ..sampling import OneHot, row
 from ..session import Session
 from ..trace import Round
 from .common import commit_verdict, draft, place_drafted, spans
@@ -44,6 +44,9 @@ def in_target_vocabulary(q: torch.Tensor | OneHot, n_target: int, device) -> tor
     vocabularies are one; only a padded ``vocab_size`` may differ)."""
     if isinstance(q, OneHot):
         return OneHot(q.ids, n_target, torch.device(device))
+    if q.shape[-1] == n_target and torch.device(device) == q.device:
+        return q  # the same ids and size: rows (a tensor or :class:`~hsd.sampling.Rows`) as they are
+    q = q if isinstance(q, torch.Tensor) else torch.stack([row(q, i) for i in range(len(q))])
     width = min(q.shape[-1], n_target)
     if width == n_target:
         return q[:, :width].to(device)

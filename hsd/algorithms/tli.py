@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import verify
-from ..sampling import OneHot
+from ..sampling import OneHot, Rows, row
 from ..session import Session
 from ..trace import Round
 from ..vocab import IntersectionMaps
@@ -54,7 +54,7 @@ class InTarget:
     sum of ``q'`` over the drafter ids that spell its bytes, added in the order of their ids from 0, as one
     ``scatter_add`` of the whole rows adds them, so every value is that scatter's, bit for bit."""
 
-    q: torch.Tensor  # [n, V_drafter]: the drafter's q', as sampled
+    q: torch.Tensor | Rows  # [n, V_drafter]: the drafter's q', as sampled
     maps: IntersectionMaps
     size: int  # the target's logits
     device: torch.device
@@ -69,17 +69,19 @@ class InTarget:
         return self.q.shape[0]
 
     def at(self, tokens: list[int]) -> torch.Tensor:
-        rows, ids, slots = [], [], []
+        values, slots = [], []
         for i, t in enumerate(tokens):
-            for d in self.maps.target_to_drafter.get(t, ()):
-                rows.append(i), ids.append(d), slots.append(i)
-        values = self.q[rows, ids].to(self.device)
+            ids = self.maps.target_to_drafter.get(t, ())
+            if ids:
+                values.append(row(self.q, i)[list(ids)])
+                slots += [i] * len(ids)
+        values = torch.cat(values).to(self.device) if values else torch.zeros(0, device=self.device)
         index = torch.tensor(slots, dtype=torch.long, device=self.device)
         return torch.zeros(len(tokens), device=self.device).scatter_add_(0, index, values)
 
     def row(self, i: int) -> torch.Tensor:
         out = torch.zeros(self.size, device=self.device)
-        return out.scatter_add_(0, self.maps.dst, self.q[i, self.maps.src].to(self.device))
+        return out.scatter_add_(0, self.maps.dst, row(self.q, i)[self.maps.src].to(self.device))
 
 
 def _requires(pair) -> str | None:
