@@ -76,11 +76,37 @@ class _Split:
     other_stops: bool = False  # another special token here stops with f = t
     child_ids: list[int] = field(default_factory=list)  # tokens that keep the string open, t still reachable
     child_states: list[int] = field(default_factory=list)
+    entries: tuple[torch.Tensor, torch.Tensor] | None = None  # the ranges as ids and signs, when they are few
+
+
+DIRECT = 16  # ranges of at most 1/DIRECT of the drafter's vocabulary are summed entry by entry, not by prefix sums
+CUMULATIVE_FLOATS = 2**22  # float64 entries of the prefix sums one Enumerator keeps (32 MB)
+
+
+def _host_rows(q) -> list[torch.Tensor]:
+    """``rows(paths)``'s answer as a list of rows on the host: a tensor moves in one transfer, a list of CPU rows
+    stays as it is (no ``[n, V]`` copy)."""
+    if isinstance(q, torch.Tensor):
+        return list(q.to("cpu"))
+    q = list(q)
+    return q if not q or q[0].is_cpu else list(torch.stack(q).to("cpu"))
+
+
+def _gather(rows: list[torch.Tensor], ids) -> torch.Tensor:
+    """``[len(rows), len(ids)]``: each row's entries ``ids``."""
+    return torch.stack([r[ids] for r in rows])
 
 
 class Enumerator:
-    """ψ for one drafter state. ``rows(paths)`` returns the drafter distributions ``[n, V]`` after each
-    path (a tuple of drafter ids); it is called once per depth with every open path of that depth."""
+    """ψ for one drafter state. ``rows(paths)`` returns the drafter distributions after each path (a tuple of
+    drafter ids), a ``[n, V]`` tensor or a list of ``[V]`` rows; it is called once per depth with every open path
+    of that depth.
+
+    The mass of the drafter tokens that stop the string with ``f = t`` is a signed sum over ranges of the trie's
+    order. Where the ranges hold few tokens (a sixteenth of the vocabulary or fewer; most do) their entries are
+    summed directly; otherwise it is a difference of the row's prefix sum in that order, a pass over the
+    drafter's vocabulary in float64, kept by path: every ψ at a position starts from the same drafter state and
+    they share paths (the empty one at least)."""
 
     def __init__(self, proposer: Proposer, rows, max_paths: int):
         self.f = proposer
@@ -90,6 +116,7 @@ class Enumerator:
         self.largest = 0  # the most paths one ψ needed
         self.cost: dict[int, int] = {}  # paths expanded for each ψ(t) computed
         self.memo: dict[int, float] = {}
+        self.cumulative: dict[tuple, torch.Tensor] = {}  # path -> prefix sum of its row in DrafterTrie.order
 
     def psi(self, t: int) -> float | None:
         """``ψ(t)`` for a target id, the target's EOS, or ``BOTTOM``; ``None`` if it needs more than
@@ -127,7 +154,7 @@ class Enumerator:
             expanded += len(frontier)
             self.paths += len(frontier)
             self.largest = max(self.largest, expanded)
-            q = self.rows([path for path, _, _ in frontier]).to("cpu", torch.float64)  # sums in float64
+            q = _host_rows(self.rows([path for path, _, _ in frontier]))
             groups: dict[int, list[int]] = {}
             for i, (_, s, _) in enumerate(frontier):
                 groups.setdefault(s, []).append(i)
@@ -135,11 +162,12 @@ class Enumerator:
             for s, idx in groups.items():
                 if s not in splits:
                     splits[s] = self._split(s, t, relevant)
-                split, rows = splits[s], q[idx]
+                split, rows = splits[s], [q[i] for i in idx]
                 prob = torch.tensor([frontier[i][2] for i in idx], dtype=torch.float64)
-                total += float((prob * self._mass(split, rows)).sum())
+                mass = self._mass(split, rows, [frontier[i][0] for i in idx])
+                total += float((prob * mass).sum())
                 if split.child_ids:
-                    child_q = rows[:, split.child_ids].tolist()
+                    child_q = _gather(rows, split.child_ids).tolist()
                     for i, row in zip(idx, child_q):
                         path, _, p = frontier[i]
                         nxt += [(path + (v,), s2, p * qv)
@@ -180,18 +208,36 @@ class Enumerator:
                     stack.append((dchild, s2))
         return out
 
-    def _mass(self, split: _Split, rows: torch.Tensor) -> torch.Tensor:
-        """Per row: the drafter mass of the next tokens that stop the string with ``f = t``."""
+    def _prefix_sum(self, path: tuple, row: torch.Tensor) -> torch.Tensor:
+        """The row after ``path`` in the trie's order, summed from its start in float64, with a 0 in front (so
+        entry ``hi`` minus entry ``lo`` is the mass of ``order[lo:hi]``); kept for the next ψ that needs it."""
+        cs = self.cumulative.get(path)
+        if cs is None:
+            cs = torch.nn.functional.pad(row.to(torch.float64)[self.f.drafter.order].cumsum(0), (1, 0))
+            if (len(self.cumulative) + 1) * cs.shape[0] <= CUMULATIVE_FLOATS:
+                self.cumulative[path] = cs
+        return cs
+
+    def _mass(self, split: _Split, row_list: list[torch.Tensor], paths: list[tuple]) -> torch.Tensor:
+        """Per row: the drafter mass of the next tokens that stop the string with ``f = t`` (float64 sums)."""
         dt = self.f.drafter
-        mass = torch.zeros(rows.shape[0], dtype=torch.float64)
-        if split.ranges:
-            cs = torch.nn.functional.pad(rows[:, dt.order].cumsum(1), (1, 0))
+        mass = torch.zeros(len(row_list), dtype=torch.float64)
+        if split.ranges and split.entries is None and sum(hi - lo for lo, hi, _ in split.ranges) * DIRECT <= len(dt.order):
+            split.entries = (torch.cat([dt.order[lo:hi] for lo, hi, _ in split.ranges]),
+                             torch.cat([torch.full((hi - lo,), float(sign), dtype=torch.float64)
+                                        for lo, hi, sign in split.ranges]))
+        if split.entries is not None:  # a few entries (most splits): summed directly
+            ids, signs = split.entries
+            mass += (_gather(row_list, ids).to(torch.float64) * signs).sum(1)
+        elif split.ranges:  # whole subtrees: differences of the row's prefix sum
             lo, hi, sign = (torch.tensor(c) for c in zip(*split.ranges))
-            mass += ((cs[:, hi] - cs[:, lo]) * sign).sum(1)
+            cs = torch.stack([self._prefix_sum(path, row)[torch.cat((hi, lo))]
+                              for path, row in zip(paths, row_list)])
+            mass += ((cs[:, :len(hi)] - cs[:, len(hi):]) * sign).sum(1)
         if split.tokens:
-            mass += rows[:, split.tokens].sum(1)
+            mass += _gather(row_list, split.tokens).to(torch.float64).sum(1)
         if split.eos and len(dt.eos_ids):
-            mass += rows[:, dt.eos_ids].sum(1)
+            mass += _gather(row_list, dt.eos_ids).to(torch.float64).sum(1)
         if split.other_stops and len(dt.other_stop_ids):
-            mass += rows[:, dt.other_stop_ids].sum(1)
+            mass += _gather(row_list, dt.other_stop_ids).to(torch.float64).sum(1)
         return mass

@@ -16,6 +16,7 @@ import hsd
 from builders import byte_tokenizer, bytelevel_tokenizer, tiny_llama
 from hsd.algorithms import slrs
 from hsd.paths import PathCounts, path_counts
+from hsd import psi as psi_module
 from hsd.psi import Enumerator, Proposer
 from hsd.runner import Snapshot
 from hsd.sampling import Rng, Sampling
@@ -67,7 +68,10 @@ def _brute_force(target: Vocab, drafter: Vocab, table: torch.Tensor, context: in
 
 
 @pytest.mark.parametrize("lag", [b"", b"a", b"ab"])
-def test_psi_equals_brute_force_enumeration_and_sums_to_one(lag):
+@pytest.mark.parametrize("direct", [psi_module.DIRECT, 0, 10**9], ids=["as-shipped", "entries", "prefix-sums"])
+def test_psi_equals_brute_force_enumeration_and_sums_to_one(lag, direct, monkeypatch):
+    """Both ways of summing the stopping mass (prefix sums, entries directly) give the brute force's ψ."""
+    monkeypatch.setattr(psi_module, "DIRECT", direct)
     target, drafter = _vocab(TARGET), _vocab(DRAFTER)
     gen = torch.Generator().manual_seed(0)
     table = torch.softmax(1.5 * torch.randn(len(DRAFTER), len(DRAFTER), generator=gen), -1)
@@ -127,6 +131,26 @@ def test_path_counts_equal_the_paths_psi_expands_at_full_support(lag):
             enum.psi(t)
             assert (enum.cost[t] == counts[t]) if exact else (enum.cost[t] <= counts[t]), (t, enum.cost[t], counts[t])
     assert counts[10] == 0  # a duplicate spelling is never proposed
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_psi_is_the_same_with_prefix_sums_kept_across_tokens(as_list):
+    """One enumerator keeps each path's prefix sum for every ψ at the position; each value is what a fresh
+    enumerator computes for that token alone, bit for bit, whether rows come as a tensor or a list."""
+    target, drafter = _vocab(TARGET), _vocab(DRAFTER)
+    tt, dt = TargetTrie(target, len(target)), DrafterTrie(drafter, len(drafter))
+    table = torch.softmax(torch.randn(len(DRAFTER), len(DRAFTER), generator=torch.Generator().manual_seed(4)), -1)
+
+    def rows(paths):
+        out = [table[p[-1] if p else 3] for p in paths]
+        return out if as_list else torch.stack(out)
+
+    shared = Enumerator(Proposer(tt, dt, b"a"), rows, max_paths=10**6)
+    tokens = [*range(len(TARGET)), BOTTOM]
+    values = [shared.psi(t) for t in tokens]
+    assert shared.cumulative and () in shared.cumulative  # kept, and reused by the later ψ
+    assert values == [Enumerator(Proposer(tt, dt, b"a"), rows, max_paths=10**6).psi(t) for t in tokens]
+    assert sum(values) == pytest.approx(1.0, abs=1e-6)  # a distribution over proposals (float32 rows)
 
 
 def test_over_budget_psi_is_heavy_after_at_most_the_budget():
@@ -195,7 +219,7 @@ def test_batched_drafter_forwards_match_sequential():
     assert torch.allclose(root, sampling.probs(model(torch.tensor([d.ids])).logits[0, -1:])[0], atol=1e-5)
     rows.snap = Snapshot(rows.snap.ids, None)  # caches that cannot be shared: recompute whole sequences
     rows.memo.clear()
-    assert torch.allclose(rows(paths), batched, atol=1e-5)
+    assert torch.allclose(torch.stack(rows(paths)), torch.stack(batched), atol=1e-5)
     assert rows.forwards == 2
 
 

@@ -70,7 +70,7 @@ class _Rows:
         self.memo[path] = q
         return q
 
-    def __call__(self, paths: list[tuple]) -> torch.Tensor:
+    def __call__(self, paths: list[tuple]) -> list[torch.Tensor]:
         fresh: dict[tuple, torch.Tensor] = {}
         by_depth: dict[int, list[tuple]] = {}
         for p in dict.fromkeys(paths):
@@ -86,7 +86,7 @@ class _Rows:
             if (len(self.memo) + 1) * width > MEMO_FLOATS:
                 break
             self.memo[p] = row
-        return torch.stack([self.memo[p] if p in self.memo else fresh[p] for p in paths])
+        return [self.memo[p] if p in self.memo else fresh[p] for p in paths]
 
 
 @dataclass
