@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from ..loading import Pair
@@ -161,6 +162,13 @@ def _candidates(p: torch.Tensor | OneHot) -> list[int]:
     if isinstance(p, OneHot):
         return list(p.ids)  # the one token with p > 0
     k = min(CANDIDATES, p.shape[-1])
+    if p.is_cpu and p.dtype == torch.float32:  # numpy's partition: a third of topk's time over 152k entries
+        a = p.detach().numpy()
+        last = np.partition(a, len(a) - k)[len(a) - k]  # the k-th largest value
+        ids = np.flatnonzero(a >= last)  # everything above it and every tie with it
+        values = a[ids]
+        ranked = ids[np.lexsort((ids, -values))][:k]  # most probable first, the lowest id first in a tie
+        return [int(i) for i in ranked if a[i] > 0]
     values, ids = (x.tolist() for x in torch.topk(p, k))
     last = values[-1]
     chosen = [(v, i) for v, i in zip(values, ids) if v > last]
