@@ -98,6 +98,9 @@ def test_tli_q_in_target_ids_is_the_dense_scatter_bit_for_bit():
     assert torch.equal(probs_at(carried, tokens), probs_at(dense, tokens))
     for i in range(5):
         assert torch.equal(carried.row(i), dense[i])
+    as_drawn = InTarget.of(Rows.built(list(q), Sampling(1.0)), maps, 4, "cpu")  # a drafter's rows, kept as drawn
+    assert torch.equal(probs_at(as_drawn, tokens), probs_at(dense, tokens))
+    assert all(torch.equal(as_drawn.row(i), dense[i]) for i in range(5))
     one_hot = InTarget.of(OneHot((4, 3, 5, 6, 0), 7, torch.device("cpu")), maps, 4, "cpu")
     assert one_hot.ids == (0, 1, 2, 3, 0)
 
@@ -258,6 +261,11 @@ def test_sampled_rows_built_when_read_are_the_rules_on_dense_rows(seed, settings
         built = [i for i, r in enumerate(lazy._rows) if r is not None]
         assert built == list(range(len(built))) and len(built) <= a.n_accepted + 2  # up to the first rejection
         assert all(torch.equal(lazy.row(i), dense[i]) for i in range(m + 1))
+    if m:  # the drafter's rows as DrafterContext.draft keeps them (Rows.built): the verdict of the dense q
+        rngs = Rng(seed), Rng(seed)
+        as_drawn = Rows.built(list(q), Sampling(1.0))
+        _same_verdict(verify.rejection(sampling.rows(logits), as_drawn, proposal, sampling, rngs[0]),
+                      verify.rejection(dense, q, proposal, sampling, rngs[1]))
 
 
 def test_the_two_level_draw_gives_each_entry_its_share_of_the_uniform_numbers():
