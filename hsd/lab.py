@@ -81,7 +81,7 @@ EXAMPLES = [
     ("TLI sampling, drafter for sampling: 1.0x AR", SAMPLING, "def fibonacci(n):", "tli", 1.0, 2, 96),
     ("SLEM sampling, shared noise: AR's very text", SAMPLING, "class Stack:\n    def __init__(self):", "slem", 0.7, 3,
      96, None, 0.0, True),
-    ("SLRS, a byte-level drafter: 1.0x AR", BYTES, "def fibonacci(n):", "slrs", 0, 1, 64),
+    ("SLRS, a byte-level drafter: 0.9x AR", BYTES, "def fibonacci(n):", "slrs", 0, 1, 64),
     ("A bad drafter for an 8B target (GPU)", BAD_DRAFTER, "Summarise the plot of Hamlet in three sentences.", "slem",
      0, 5, 64),
 ]
