@@ -92,6 +92,14 @@ def _host_rows(q) -> list[torch.Tensor]:
     return q if not q or q[0].is_cpu else list(torch.stack(q).to("cpu"))
 
 
+def _few_entries(ranges: list[tuple[int, int, int]], order: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The signed ranges of ``order`` as (ids, signs), when they hold at most ``1/DIRECT`` of it; else ``None``."""
+    if sum(hi - lo for lo, hi, _ in ranges) * DIRECT > len(order):
+        return None
+    return (torch.cat([order[lo:hi] for lo, hi, _ in ranges]),
+            torch.cat([torch.full((hi - lo,), float(sign), dtype=torch.float64) for lo, hi, sign in ranges]))
+
+
 def _gather(rows: list[torch.Tensor], ids) -> torch.Tensor:
     """``[len(rows), len(ids)]``: each row's entries ``ids``."""
     return torch.stack([r[ids] for r in rows])
@@ -222,10 +230,8 @@ class Enumerator:
         """Per row: the drafter mass of the next tokens that stop the string with ``f = t`` (float64 sums)."""
         dt = self.f.drafter
         mass = torch.zeros(len(row_list), dtype=torch.float64)
-        if split.ranges and split.entries is None and sum(hi - lo for lo, hi, _ in split.ranges) * DIRECT <= len(dt.order):
-            split.entries = (torch.cat([dt.order[lo:hi] for lo, hi, _ in split.ranges]),
-                             torch.cat([torch.full((hi - lo,), float(sign), dtype=torch.float64)
-                                        for lo, hi, sign in split.ranges]))
+        if split.ranges and split.entries is None:
+            split.entries = _few_entries(split.ranges, dt.order)
         if split.entries is not None:  # a few entries (most splits): summed directly
             ids, signs = split.entries
             mass += (_gather(row_list, ids).to(torch.float64) * signs).sum(1)

@@ -83,11 +83,12 @@ class DrafterContext:
         Drafting stops early after a special token (EOS), when the drafter's context is full, or after a token whose
         probability under the drafter (at temperature 1, among the allowed tokens) is below ``threshold``: a guess
         the drafter itself doubts is likely rejected, and every token drafted after it would be wasted (a dynamic
-        lookahead; the decision uses only the drafter's own state, so the algorithms stay lossless). Returns the tokens and the
-        ``[n, V_drafter]`` distributions they were sampled from (a :class:`~hsd.sampling.OneHot` of the tokens when
-        the drafter is greedy; on a CPU :class:`~hsd.sampling.Rows` of the rows as drawn from). When ``rng`` shares noise (SLEM), a token is drawn from the field at the byte
-        offset where it starts (``synced`` plus the bytes drafted before it) and ``empties``, the target's count of
-        emitted tokens without bytes (:mod:`hsd.noise`).
+        lookahead; the decision uses only the drafter's own state, so the algorithms stay lossless). Returns the
+        tokens and the ``[n, V_drafter]`` distributions they were sampled from (a :class:`~hsd.sampling.OneHot` of the
+        tokens when the drafter is greedy; on a CPU :class:`~hsd.sampling.Rows` of the rows as drawn from). When
+        ``rng`` shares noise (SLEM), a token is drawn from the field at the byte offset where it starts (``synced``
+        plus the bytes drafted before it) and ``empties``, the target's count of emitted tokens without bytes
+        (:mod:`hsd.noise`).
         """
         tokens: list[int] = []
         rows: list[torch.Tensor | OneHot] = []
