@@ -68,8 +68,9 @@ class Sampling:
             out = torch.zeros_like(logits)
             out.scatter_(-1, argmax(logits).unsqueeze(-1), 1.0)
             return out
-        for warp in self.warpers():
-            logits = warp(None, logits)
+        if self.temperature != 1.0 or self.top_k or self.top_p < 1.0:
+            for warp in self.warpers():
+                logits = warp(None, logits)
         return torch.softmax(logits, dim=-1)
 
     def rows(self, logits: torch.Tensor) -> torch.Tensor | OneHot | Rows:
@@ -216,6 +217,8 @@ def probs_list(p, tokens: list[int]) -> list[float]:
     """:func:`probs_at` as a list (for the trace); a :class:`OneHot`'s without a tensor in between."""
     if isinstance(p, OneHot):
         return [float(p.id(i) == t) for i, t in enumerate(tokens)]
+    if isinstance(p, Rows):
+        return [float(p.row(i)[t]) for i, t in enumerate(tokens)]
     return probs_at(p, tokens).tolist()
 
 
@@ -262,6 +265,11 @@ class Rng:
         entries). An entry of probability 0 is never drawn: its cumulative sum equals its predecessor's."""
         return inverse_cdf(probs, self.uniform_draws(probs.shape[0], probs.device))
 
+    def draw(self, row: torch.Tensor) -> int:
+        """:meth:`sample` of the one row ``row`` (``[V]``), as an int: the same uniform number and the same token,
+        without the tensors in between (a drafted token costs a draw, and the drafting loop waits for each)."""
+        return draw_for(row, self.uniform_draws(1, row.device))
+
     def uniform_draws(self, n: int, device) -> torch.Tensor:
         """The ``[n, 1]`` float64 uniform numbers :meth:`sample` draws for ``n`` rows, in one call."""
         return torch.rand((n, 1), dtype=torch.float64, generator=self.generator(device), device=device)
@@ -282,7 +290,7 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     (:func:`_inverse_cdf_blocked`): a block by its total, then an entry of that block, which reads the row once
     in a vectorised sum instead of a sequential float64 cumulative sum over all of it (0.16 ms over 151,936
     entries on one core)."""
-    if probs.device.type == "cpu" and probs.dtype == torch.float32 and probs.shape[-1] > 32 * BLOCK:
+    if _blocked(probs):
         rows, us = probs.detach().reshape(-1, probs.shape[-1]), u.reshape(-1).tolist()
         return torch.tensor([_inverse_cdf_blocked(rows[i], us[i]) for i in range(len(us))]).reshape(probs.shape[:-1])
     cdf = probs.to(torch.float64).cumsum(-1)
@@ -295,6 +303,28 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return idx.squeeze(-1)
 
 
+def draw_for(row: torch.Tensor, u: torch.Tensor) -> int:
+    """:func:`inverse_cdf` of the one row ``row`` (``[V]``) for the uniform number ``u`` (one element), as an int."""
+    if _blocked(row):
+        return _inverse_cdf_blocked(row.detach(), u.item())
+    return int(inverse_cdf(row.unsqueeze(0), u.reshape(1, 1))[0])
+
+
+def _blocked(probs: torch.Tensor) -> bool:
+    """Whether :func:`inverse_cdf` draws from ``probs``'s rows in two levels."""
+    return probs.device.type == "cpu" and probs.dtype == torch.float32 and probs.shape[-1] > 32 * BLOCK
+
+
+_STARTS: dict[int, np.ndarray] = {}  # vocabulary size -> where each block starts
+
+
+def _block_starts(n: int) -> np.ndarray:
+    starts = _STARTS.get(n)
+    if starts is None:
+        starts = _STARTS[n] = np.arange(0, n, BLOCK)
+    return starts
+
+
 def _last_positive(x: np.ndarray) -> int:
     """The index of the last entry of ``x`` above 0 (the last one when none is)."""
     nz = np.flatnonzero(x > 0)
@@ -305,32 +335,31 @@ def _inverse_cdf_blocked(row: torch.Tensor, u: float) -> int:
     """One draw from a float32 row ``[V]`` on a CPU for the uniform number ``u``, in two levels.
 
     The row is cut into blocks of ``BLOCK`` entries. Block ``b`` is chosen with probability ``S_b / sum(S)``,
-    ``S_b`` its float32 total (a vectorised sum: relative error about 1e-7, the rounding the float32 row
-    itself carries), by ``u`` against the float64 cumulative sum of the totals; then entry ``j`` of the block
+    ``S_b`` its float32 total (numpy's pairwise sum, all blocks in one call: relative error at most a few
+    1e-7, the rounding the float32 row itself carries), by ``u`` against the float64 cumulative sum of the totals; then entry ``j`` of the block
     with probability ``w_j / C_b``, ``C_b`` the block's float64 total, by where ``u`` fell inside the block's
     share, against the block's float64 cumulative sum. A block or an entry of weight 0 has a share of width 0,
     which ``u`` never lands in (the comparisons are "first cumulative sum above"), so neither is ever drawn."""
     w = row.numpy()
-    full = len(w) // BLOCK * BLOCK
-    totals = row[:full].view(-1, BLOCK).sum(1).numpy()  # torch's vectorised sum: a fifth of numpy's time
-    if full < len(w):
-        totals = np.append(totals, w[full:].sum(dtype=np.float32))
-    cum = np.cumsum(totals, dtype=np.float64)
+    # few calls: after a forward has streamed the weights through the caches, each call costs 10-20 us
+    totals = np.add.reduceat(w, _block_starts(len(w)))
+    cum = totals.cumsum(dtype=np.float64)
     if not cum[-1] > 0:  # nothing to draw (an all-zero or NaN row): the last entry, as the one-level search gives
         return len(w) - 1
     x = u * cum[-1]
-    b = int(np.searchsorted(cum, x, side="right"))
+    b = int(cum.searchsorted(x, side="right"))
     if b >= len(cum):  # x rounded up to the total: the last block with weight
         b = _last_positive(totals)
     lo = cum[b - 1] if b else 0.0
-    block = w[b * BLOCK:(b + 1) * BLOCK]
-    inner = np.cumsum(block, dtype=np.float64)
+    start = b * BLOCK
+    block = w[start:start + BLOCK]
+    inner = block.cumsum(dtype=np.float64)
     span = cum[b] - lo  # > 0 unless the block's total is below float64's resolution of the sum
     y = (x - lo) / span * inner[-1] if span > 0 else inner[-1]
-    j = int(np.searchsorted(inner, y, side="right"))
+    j = int(inner.searchsorted(y, side="right"))
     if j >= len(block):  # y rounded up to the block's total: its last entry with weight
         j = _last_positive(block)
-    return b * BLOCK + j
+    return start + j
 
 
 def draws(p, sampling: Sampling, rng: Rng) -> Callable[[int], int]:
@@ -342,7 +371,7 @@ def draws(p, sampling: Sampling, rng: Rng) -> Callable[[int], int]:
     if sampling.greedy:
         return lambda i: argmax_id(row(p, i))
     u = rng.uniform_draws(len(p), p.device)
-    return lambda i: int(inverse_cdf(row(p, i).unsqueeze(0), u[i:i + 1])[0])
+    return lambda i: draw_for(row(p, i), u[i])
 
 
 def pick(probs: torch.Tensor, sampling: Sampling, rng: Rng) -> torch.Tensor:
@@ -350,6 +379,11 @@ def pick(probs: torch.Tensor, sampling: Sampling, rng: Rng) -> torch.Tensor:
     if sampling.greedy:
         return argmax(probs)
     return rng.sample(probs)
+
+
+def pick_one(probs: torch.Tensor, sampling: Sampling, rng: Rng) -> int:
+    """:func:`pick` of the one row ``probs`` (``[V]``), as an int."""
+    return argmax_id(probs) if sampling.greedy else rng.draw(probs)
 
 
 def draw(p, sampling: Sampling, rng: Rng) -> list[int]:
@@ -367,5 +401,5 @@ def pick_at(probs: torch.Tensor | OneHot, sampling: Sampling, rng: Rng, vocab, o
     if isinstance(probs, OneHot):
         return probs.id(0)
     if sampling.greedy or not rng.shared:
-        return int(pick(probs.unsqueeze(0), sampling, rng)[0])
+        return pick_one(probs, sampling, rng)
     return rng.draw_at(probs, vocab, offset, empties)

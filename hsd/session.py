@@ -104,20 +104,28 @@ class DrafterContext:
             else:
                 if restrict is not None:
                     logits = restrict.fill(logits)
-                q = sampling.rows(logits.unsqueeze(0))[0]
+                q = sampling.probs(logits.unsqueeze(0))[0]
                 token = pick_at(q, sampling, rng, vocab, offset, empties)
                 rows.append(q)
             offset += len(vocab.tokens[token] or b"")
             tokens.append(token)
             if token in specials:
                 break
-            if threshold and i + 1 < k and float(torch.softmax(logits.float(), -1)[token]) < threshold:
+            if threshold and i + 1 < k and self._confidence(logits, token, sampling, rows) < threshold:
                 break
         if sampling.greedy:  # each q is one-hot on its token
             return tokens, OneHot(tuple(tokens), self.model.n_logits, self.runner.device)
         if not rows:
             return tokens, torch.empty(0, self.model.n_logits, device=self.runner.device)
         return tokens, Rows.built(rows, sampling) if rows[0].is_cpu else torch.stack(rows)
+
+    @staticmethod
+    def _confidence(logits: torch.Tensor, token: int, sampling: Sampling, rows: list) -> float:
+        """The drafter's probability of ``token`` at temperature 1 among the allowed tokens (``logits`` filled):
+        the row just drawn from when the sampling warps nothing."""
+        if not sampling.greedy and not sampling.warpers():
+            return float(rows[-1][token])
+        return float(torch.softmax(logits.float(), -1)[token])
 
     def rewind(self) -> None:
         """Back to the prompt, as right after :meth:`prefill` (the cache is cropped, never refilled)."""

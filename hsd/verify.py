@@ -27,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from .sampling import OneHot, Rng, Rows, Sampling, draw, draws, pick, probs_at, probs_list, row
+from .sampling import OneHot, Rng, Rows, Sampling, draw, draws, pick_one, probs_at, probs_list, row
 from .trace import Distributions, Position
 
 TOP = 20  # a recorded picture keeps the target's TOP most probable tokens ...
@@ -103,6 +104,13 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return r / total if total > 0 else p
 
 
+def residual_weights(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """:func:`residual` before normalising, what a draw reads (an inverse CDF scales by the row's total): one
+    pass over the vocabulary fewer."""
+    r = (p - q).clamp_(min=0)
+    return r if r.sum() > 0 else p
+
+
 def _positions(tokens, p_t, q_t, accept, n_accepted, n_checked) -> list[Position]:
     """The trace's positions. ``p_t`` and ``accept`` are read for the first ``n_checked`` (the verified ones); an
     unverified position, after the first rejection, has no ``p`` and no acceptance probability: the rule never
@@ -117,11 +125,16 @@ def _positions(tokens, p_t, q_t, accept, n_accepted, n_checked) -> list[Position
     return out
 
 
+def _ratio(p: float, q: float) -> float:
+    """``min(1, p / q)`` (0 where ``q`` is 0) in float32, as the tensor rule computes it for float32 rows."""
+    return float(min(np.float32(1.0), np.float32(p) / np.float32(q))) if q > 0 else 0.0
+
+
 def _bonus(p, m: int, sampling: Sampling, rng: Rng) -> int:
     """The bonus token, from ``p_{m+1}``."""
     if isinstance(p, OneHot):
         return p.id(m)
-    return int(pick(row(p, m).unsqueeze(0), sampling, rng)[0])
+    return pick_one(row(p, m), sampling, rng)
 
 
 def rejection(p: torch.Tensor | OneHot, q, proposal: list[int], sampling: Sampling, rng: Rng,
@@ -144,19 +157,16 @@ def rejection(p: torch.Tensor | OneHot, q, proposal: list[int], sampling: Sampli
                 break
         rng.uniform(m, device)
         n = next((i for i, a in enumerate(accept) if a < 1.0), m)
-    elif isinstance(p, Rows):  # the target's rows built one at a time, up to the first rejection
-        q_tensor = probs_at(q, proposal).to(device)
-        u = rng.uniform(m, device)
+    elif isinstance(p, Rows):  # the target's rows built one at a time, up to the first rejection, read as floats
+        q_t = probs_list(q, proposal)
+        u = rng.uniform(m, device).tolist()
         p_t, accept, n = [], [], 0
         while n < m:
-            p_n, q_n = p.row(n)[proposal[n]:proposal[n] + 1], q_tensor[n:n + 1]
-            ratio = torch.where(q_n > 0, torch.clamp(p_n / q_n, max=1.0), torch.zeros_like(p_n))
-            p_t.append(float(p_n[0]))
-            accept.append(float(ratio[0]))
-            if not bool(u[n] < ratio[0]):
+            p_t.append(float(p.row(n)[proposal[n]]))
+            accept.append(_ratio(p_t[n], q_t[n]))
+            if not u[n] < accept[n]:
                 break
             n += 1
-        q_t = q_tensor.tolist()
     else:
         p_tensor, q_tensor = probs_at(p, proposal), probs_at(q, proposal).to(device)
         ratio = torch.where(q_tensor > 0, torch.clamp(p_tensor / q_tensor, max=1.0), torch.zeros_like(p_tensor))
@@ -167,7 +177,7 @@ def rejection(p: torch.Tensor | OneHot, q, proposal: list[int], sampling: Sampli
         if isinstance(p, OneHot):  # p_n is one-hot on a: max(0, p_n - q_n) is 0 off a, so the residual is p_n
             token = p.id(n)
         else:
-            token = int(pick(residual(p[n], row(q, n).to(device)).unsqueeze(0), sampling, rng)[0])
+            token = pick_one(residual_weights(p[n], row(q, n).to(device)), sampling, rng)
         label = "corrected"
     else:
         token = _bonus(p, m, sampling, rng)
@@ -191,7 +201,7 @@ def residual_by_rejection(p: torch.Tensor | OneHot, q_of: Callable[[int], float]
         return draw(p if isinstance(p, OneHot) else p.unsqueeze(0), sampling, rng)[0], 0
     inside = set(support)
     for drawn in range(1, max_draws + 1):
-        u = int(rng.sample(p.unsqueeze(0))[0])
+        u = rng.draw(p)
         if u not in inside:
             return u, drawn
         keep = 1.0 - min(1.0, q_of(u) / float(p[u]))
@@ -201,7 +211,7 @@ def residual_by_rejection(p: torch.Tensor | OneHot, q_of: Callable[[int], float]
     for u in support:
         if p[u] > 0:
             q[u] = q_of(u)
-    return int(pick(residual(p, q).unsqueeze(0), sampling, rng)[0]), max_draws
+    return pick_one(residual_weights(p, q), sampling, rng), max_draws
 
 
 def sequential_rejection(p: torch.Tensor | OneHot, proposal: list[int], q_of: Callable[[int, int], float],

@@ -156,8 +156,8 @@ _real_exact_match = hsd.verify.exact_match
 
 
 @pytest.mark.parametrize("algorithm,kind,patch", [
-    ("sd", "shared", ("residual", _lossy_residual)),
-    ("tli", "bpe<-sp", ("residual", _lossy_residual)),
+    ("sd", "shared", ("residual_weights", _lossy_residual)),
+    ("tli", "bpe<-sp", ("residual_weights", _lossy_residual)),
     ("slem", "bpe<-sp", ("exact_match", _lossy_exact_match)),
 ])
 def test_known_lossy_variant_fails_the_same_bound(algorithm, kind, patch, monkeypatch):
@@ -271,7 +271,7 @@ def test_first_token_matches_target_distribution_at_real_vocabulary_size(algorit
 
 @_real
 def test_known_lossy_variant_fails_the_same_bound_at_real_vocabulary_size(monkeypatch):
-    monkeypatch.setattr(hsd.verify, "residual", _lossy_residual)
+    monkeypatch.setattr(hsd.verify, "residual_weights", _lossy_residual)
     got, exact = _real_first_token(_real_pair("hetero"), "tli")
     print(f"lossy TV first={tv(got, exact):.4f}")
     assert tv(got, exact) > BOUND
