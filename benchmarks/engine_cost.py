@@ -8,7 +8,8 @@ forwards are cheap and the engine's work shows: the model shapes are the JSON fi
 drafter over the target's own vocabulary), the vocabularies the GGUF files that ``tests/realtok.py`` converts
 (``python scripts/fetch_vocabs.py`` fetches them). For every algorithm and temperature it prints the medians over
 rounds of the target's forward, the drafter's forwards, the engine's own time and its parts, and the host-device
-synchronisations per round (CUDA only).
+synchronisations per round (CUDA only). First it prints the floor: what one sampled token's distribution and draw
+cost right after a forward of the model that made its logits, which every sampled position of a round pays.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/engine_cost.py                        # every algorithm, T = 0 and 1
     python benchmarks/engine_cost.py --algorithms slem --temperatures 0 --profile   # where SLEM's time goes
@@ -337,6 +338,43 @@ def measure(args, models, packages: dict) -> list[dict]:
     return cases
 
 
+def floor(models: dict, device: torch.device, repeats: int = 30) -> dict:
+    """What one sampled token costs at least: right after a forward of the model whose logits they are (the caches
+    as a round leaves them), its distribution (``Sampling.probs`` at T = 1: one softmax) and its draw
+    (``Rng.draw``), medians of ``repeats``. Every sampled position of a round pays one distribution at least (the
+    drafter's draw needs its normaliser, verification the target's), so these bound the engine's time from below."""
+    sampling, rng = hsd.sampling.Sampling(1.0), hsd.sampling.Rng(0)
+    out = {}
+    for role in ("target", "drafter", "shared"):
+        model, tok = models[role]
+        ids = torch.tensor([[tok.bos_token_id or 0]], device=device)
+        spent = {"distribution": [], "draw": []}
+        for _ in range(repeats):
+            with torch.no_grad():
+                logits = model(ids).logits[0, -1]
+            _sync(device)
+            start = time.perf_counter()
+            q = sampling.probs(logits.unsqueeze(0))[0]
+            _sync(device)
+            mid = time.perf_counter()
+            rng.draw(q)
+            spent["distribution"].append(mid - start)
+            spent["draw"].append(time.perf_counter() - mid)
+        out[role] = {"entries": int(logits.shape[-1]), **{k: statistics.median(v) for k, v in spent.items()}}
+    return out
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def floor_line(costs: dict) -> str:
+    return "one sampled token after its model's forward: " + "; ".join(
+        f"{role} ({c['entries']:,} entries) distribution {ms(c['distribution'])} + draw {ms(c['draw'])} ms"
+        for role, c in costs.items())
+
+
 def ms(x: float | None) -> str:
     return "n/a" if x is None else f"{1e3 * x:.2f}"
 
@@ -428,12 +466,14 @@ def main(argv=None) -> int:
     packages = {"current": hsd}
     if args.baseline:
         packages = {"baseline": import_baseline(args.baseline), "current": hsd}
+    costs = floor(models, torch.device(args.device))
+    print(floor_line(costs), flush=True)
     cases = measure(args, models, packages)
     if args.markdown:
         print(markdown(cases))
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": info, "settings": vars(args), "specs": specs,
-                                               "cases": cases}, indent=1))
+                                               "floor": costs, "cases": cases}, indent=1))
     if args.profile:
         for package in packages.values():
             profile(args, models, package, args.algorithms[0], args.temperatures[0])

@@ -153,6 +153,8 @@ def test_engine_cost_benchmark_prints_every_algorithm_at_real_vocabulary_size(tm
         assert case["current"]["syncs"] is None  # a CPU: no device to synchronise with
         assert (case["current"]["drafter forward"] > 0) == (case["algorithm"] != "ar")
     assert cases[("slrs", 1.0)]["parts"]["psi"] > 0
+    assert {c["entries"] for c in data["floor"].values()} == {151_936, 32_259}
+    assert all(c["distribution"] > 0 and c["draw"] > 0 for c in data["floor"].values())
     printed = capsys.readouterr().out
     assert "151,936 entries" in printed and "32,259 entries" in printed
     assert printed.count("| ") > 10  # the Markdown table
@@ -316,3 +318,24 @@ def test_the_two_level_draw_never_draws_weight_zero_at_the_ends_of_the_unit_inte
                                                              4 * BLOCK - 1, 4 * BLOCK - 1]
     assert inverse_cdf(torch.zeros(1, size), ends[:1]).tolist() == [size - 1]  # nothing to draw: as one level
     assert inverse_cdf(w.unsqueeze(0), ends[2:3]).shape == (1,)
+
+
+@pytest.mark.parametrize("size", [300, 151_936])
+def test_one_rows_draw_is_the_draw_of_that_row_among_rows(size):
+    """``Rng.draw`` (the drafting loop's and the residual's) gives the token and moves the generator as
+    ``Rng.sample`` of the same row does, in one level and in two."""
+    gen = torch.Generator().manual_seed(size)
+    for trial in range(30):
+        p = torch.softmax(3 * torch.randn(size, generator=gen), -1)
+        a, b = Rng(trial), Rng(trial)
+        assert a.draw(p) == int(b.sample(p.unsqueeze(0))[0])
+        assert torch.equal(a.uniform(2, "cpu"), b.uniform(2, "cpu"))
+
+
+def test_the_residual_drawn_unnormalised_is_the_normalised_residual():
+    """``residual_weights``: ``max(0, p - q)`` as drawn, ``p`` where it vanishes; normalised, it is ``residual``."""
+    gen = torch.Generator().manual_seed(5)
+    p, q = (torch.softmax(2 * torch.randn(4000, generator=gen), -1) for _ in range(2))
+    r = verify.residual_weights(p, q)
+    torch.testing.assert_close(r / r.sum(), verify.residual(p, q))
+    assert torch.equal(verify.residual_weights(p, p.clone()), p)
