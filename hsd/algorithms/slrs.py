@@ -27,7 +27,7 @@ import torch
 from ..loading import Pair
 from ..paths import PathCounts, path_counts
 from ..psi import Enumerator, Proposer
-from ..sampling import OneHot, Sampling, pick
+from ..sampling import OneHot, Sampling, pick_one
 from ..session import DrafterContext, Session
 from ..trace import Round, Span
 from ..trie import BOTTOM, drafter_trie, target_trie
@@ -147,7 +147,7 @@ def _draft(s: Session, lag: bytes) -> _Slot:
     state, outcome, path = f.start, None, ()
     while outcome is None:
         q = rows.draft(path)
-        v = int(pick(q.unsqueeze(0), settings.drafter_sampling, s.rng)[0])
+        v = pick_one(q, settings.drafter_sampling, s.rng)
         path += (v,)
         slot.probs.append(float(q[v]))
         state, outcome = f.feed(state, v)
