@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .trie import BOTTOM, DrafterTrie, TargetTrie
@@ -76,10 +77,23 @@ class _Split:
     other_stops: bool = False  # another special token here stops with f = t
     child_ids: list[int] = field(default_factory=list)  # tokens that keep the string open, t still reachable
     child_states: list[int] = field(default_factory=list)
-    entries: tuple[torch.Tensor, torch.Tensor] | None = None  # the ranges as ids and signs, when they are few
+    plan: _Plan | None = None  # how the stopping mass is summed, made when first needed
 
 
-DIRECT = 16  # ranges of at most 1/DIRECT of the drafter's vocabulary are summed entry by entry, not by prefix sums
+@dataclass
+class _Plan:
+    """The stopping mass of a split as one signed gather per row, plus the row's total or its prefix sums: the
+    ranges' entries (when few), the stopping tokens, the special tokens that stop with ``f = t``, and the entries
+    ranges covering nearly all the row leave out (subtracted from the total)."""
+
+    ids: torch.Tensor  # long
+    signs: torch.Tensor  # float64, +1 or -1 per id
+    total: bool = False  # add the row's total (the ranges cover all but ``ids`` with sign -1)
+    prefix: bool = False  # add the ranges by differences of the row's prefix sum
+
+
+DIRECT = 16  # ranges of at most 1/DIRECT of the drafter's vocabulary are summed entry by entry, not by prefix sums;
+# so is what ranges covering all but 1/DIRECT of it leave out, subtracted from the row's total
 CUMULATIVE_FLOATS = 2**22  # float64 entries of the prefix sums one Enumerator keeps (32 MB)
 
 
@@ -100,6 +114,23 @@ def _few_entries(ranges: list[tuple[int, int, int]], order: torch.Tensor) -> tup
             torch.cat([torch.full((hi - lo,), float(sign), dtype=torch.float64) for lo, hi, sign in ranges]))
 
 
+def _left_out(ranges: list[tuple[int, int, int]], order: torch.Tensor, size: int) -> torch.Tensor | None:
+    """The ids of a row of ``size`` entries that the signed ranges of ``order`` do not cover, when the ranges cover
+    each entry of ``order`` at most once and leave out at most ``1/DIRECT`` of the row (ids outside ``order``, the
+    drafter's special and padding ids, included); else ``None``."""
+    edges = np.zeros(len(order) + 1, dtype=np.int64)
+    for lo, hi, sign in ranges:
+        edges[lo] += sign
+        edges[hi] -= sign
+    cover = np.cumsum(edges[:-1])
+    if len(cover) and (cover.min() < 0 or cover.max() > 1):
+        return None
+    if (size - int(cover.sum())) * DIRECT > size:
+        return None
+    beyond = np.setdiff1d(np.arange(size), order.numpy(), assume_unique=True)
+    return torch.from_numpy(np.concatenate([order.numpy()[cover == 0], beyond]))
+
+
 def _gather(rows: list[torch.Tensor], ids) -> torch.Tensor:
     """``[len(rows), len(ids)]``: each row's entries ``ids``."""
     return torch.stack([r[ids] for r in rows])
@@ -112,9 +143,11 @@ class Enumerator:
 
     The mass of the drafter tokens that stop the string with ``f = t`` is a signed sum over ranges of the trie's
     order. Where the ranges hold few tokens (a sixteenth of the vocabulary or fewer; most do) their entries are
-    summed directly; otherwise it is a difference of the row's prefix sum in that order, a pass over the
-    drafter's vocabulary in float64, kept by path: every ψ at a position starts from the same drafter state and
-    they share paths (the empty one at least)."""
+    summed directly; where they cover all but a few entries once (a short target token, or ⊥, at the root), the
+    row's total less those entries; otherwise it is a difference of the row's prefix sum in that order, a pass over
+    the drafter's vocabulary in float64. Totals and prefix sums are kept by path: every ψ at a position starts from
+    the same drafter state and they share paths (the empty one at least). Each row is read by one gather of every
+    entry its split sums, with their signs."""
 
     def __init__(self, proposer: Proposer, rows, max_paths: int):
         self.f = proposer
@@ -125,6 +158,7 @@ class Enumerator:
         self.cost: dict[int, int] = {}  # paths expanded for each ψ(t) computed
         self.memo: dict[int, float] = {}
         self.cumulative: dict[tuple, torch.Tensor] = {}  # path -> prefix sum of its row in DrafterTrie.order
+        self.totals: dict[tuple, float] = {}  # path -> its row's float64 total
 
     def psi(self, t: int) -> float | None:
         """``ψ(t)`` for a target id, the target's EOS, or ``BOTTOM``; ``None`` if it needs more than
@@ -226,24 +260,54 @@ class Enumerator:
                 self.cumulative[path] = cs
         return cs
 
-    def _mass(self, split: _Split, row_list: list[torch.Tensor], paths: list[tuple]) -> torch.Tensor:
-        """Per row: the drafter mass of the next tokens that stop the string with ``f = t`` (float64 sums)."""
+    def _total(self, path: tuple, row: torch.Tensor) -> float:
+        """The row after ``path`` summed in float64; kept for the next ψ that needs it."""
+        total = self.totals.get(path)
+        if total is None:
+            total = self.totals[path] = float(row.sum(dtype=torch.float64))
+        return total
+
+    def _plan(self, split: _Split, size: int) -> _Plan:
         dt = self.f.drafter
-        mass = torch.zeros(len(row_list), dtype=torch.float64)
-        if split.ranges and split.entries is None:
-            split.entries = _few_entries(split.ranges, dt.order)
-        if split.entries is not None:  # a few entries (most splits): summed directly
-            ids, signs = split.entries
-            mass += (_gather(row_list, ids).to(torch.float64) * signs).sum(1)
-        elif split.ranges:  # whole subtrees: differences of the row's prefix sum
+        ids, signs, total, prefix = [], [], False, False
+        if split.ranges:
+            entries = _few_entries(split.ranges, dt.order)
+            outside = None if entries is not None else _left_out(split.ranges, dt.order, size)
+            if entries is not None:  # a few entries (most splits): summed directly
+                ids.append(entries[0])
+                signs.append(entries[1])
+            elif outside is not None:  # nearly every entry (a short target token, or ⊥): the row less the rest
+                ids.append(outside)
+                signs.append(torch.full((len(outside),), -1.0, dtype=torch.float64))
+                total = True
+            else:  # whole subtrees: differences of the row's prefix sum
+                prefix = True
+        stops = [torch.tensor(split.tokens, dtype=torch.long)] if split.tokens else []
+        if split.eos and len(dt.eos_ids):
+            stops.append(dt.eos_ids)
+        if split.other_stops and len(dt.other_stop_ids):
+            stops.append(dt.other_stop_ids)
+        ids += stops
+        signs += [torch.ones(len(s), dtype=torch.float64) for s in stops]
+        if not ids:
+            return _Plan(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64), total, prefix)
+        return _Plan(torch.cat(ids), torch.cat(signs), total, prefix)
+
+    def _mass(self, split: _Split, row_list: list[torch.Tensor], paths: list[tuple]) -> torch.Tensor:
+        """Per row: the drafter mass of the next tokens that stop the string with ``f = t`` (float64 sums), one
+        gather per row."""
+        if split.plan is None:
+            split.plan = self._plan(split, row_list[0].shape[-1])
+        plan = split.plan
+        if len(plan.ids):
+            mass = (_gather(row_list, plan.ids).to(torch.float64) * plan.signs).sum(1)
+        else:
+            mass = torch.zeros(len(row_list), dtype=torch.float64)
+        if plan.total:
+            mass += torch.tensor([self._total(path, row) for path, row in zip(paths, row_list)], dtype=torch.float64)
+        if plan.prefix:
             lo, hi, sign = (torch.tensor(c) for c in zip(*split.ranges))
             cs = torch.stack([self._prefix_sum(path, row)[torch.cat((hi, lo))]
                               for path, row in zip(paths, row_list)])
             mass += ((cs[:, :len(hi)] - cs[:, len(hi):]) * sign).sum(1)
-        if split.tokens:
-            mass += _gather(row_list, split.tokens).to(torch.float64).sum(1)
-        if split.eos and len(dt.eos_ids):
-            mass += _gather(row_list, dt.eos_ids).to(torch.float64).sum(1)
-        if split.other_stops and len(dt.other_stop_ids):
-            mass += _gather(row_list, dt.other_stop_ids).to(torch.float64).sum(1)
         return mass

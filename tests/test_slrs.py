@@ -68,10 +68,19 @@ def _brute_force(target: Vocab, drafter: Vocab, table: torch.Tensor, context: in
 
 
 @pytest.mark.parametrize("lag", [b"", b"a", b"ab"])
-@pytest.mark.parametrize("direct", [psi_module.DIRECT, 0, 10**9], ids=["as-shipped", "entries", "prefix-sums"])
+@pytest.mark.parametrize("direct", [psi_module.DIRECT, 0, 10**9, None],
+                         ids=["as-shipped", "entries", "prefix-sums", "left-out"])
 def test_psi_equals_brute_force_enumeration_and_sums_to_one(lag, direct, monkeypatch):
-    """Both ways of summing the stopping mass (prefix sums, entries directly) give the brute force's ψ."""
-    monkeypatch.setattr(psi_module, "DIRECT", direct)
+    """Every way of summing the stopping mass (entries directly, the row's total less what the ranges leave out,
+    prefix sums) gives the brute force's ψ."""
+    if direct is None:  # every split that covers each entry at most once: its total less the entries left out
+        monkeypatch.setattr(psi_module, "DIRECT", 1)
+        monkeypatch.setattr(psi_module, "_few_entries", lambda ranges, order: None)
+        left_out = []
+        original = psi_module._left_out
+        monkeypatch.setattr(psi_module, "_left_out", lambda *a: left_out.append(original(*a)) or left_out[-1])
+    else:
+        monkeypatch.setattr(psi_module, "DIRECT", direct)
     target, drafter = _vocab(TARGET), _vocab(DRAFTER)
     gen = torch.Generator().manual_seed(0)
     table = torch.softmax(1.5 * torch.randn(len(DRAFTER), len(DRAFTER), generator=gen), -1)
@@ -92,6 +101,8 @@ def test_psi_equals_brute_force_enumeration_and_sums_to_one(lag, direct, monkeyp
         assert sum(psi.values()) == pytest.approx(float(sum(expected.values())), abs=1e-12)
         assert sum(psi.values()) == pytest.approx(1.0, abs=1e-6)  # float32 rows sum to 1 up to rounding
         assert max(calls) > 1  # paths of one depth were asked for together
+        if direct is None:
+            assert any(ids is not None for ids in left_out)  # the left-out sums were taken
 
 
 def test_drafting_process_is_the_one_psi_sums_over():
