@@ -155,6 +155,25 @@ def _draft(s: Session, lag: bytes) -> _Slot:
     return slot
 
 
+POOL_BLOCK = 1024  # entries per block when the candidates are looked for among the blocks with the largest maxima
+
+
+def _pool(a: np.ndarray, k: int) -> np.ndarray:
+    """Ids of ``a`` that hold its ``k`` first entries by (value descending, id ascending): the ``k`` blocks first by
+    (maximum descending, index ascending) when ``a`` is long. An entry outside them has ``k`` blocks before its own,
+    each holding an entry that comes before it (larger, or equal with a lower id), so it is not among the ``k``
+    first. Finding them is a pass over ``a`` for the block maxima; numpy's partition of the whole row takes 0.1 to
+    0.9 ms over 152k entries, depending on the CPU."""
+    n = len(a)
+    if n <= 4 * k * POOL_BLOCK:
+        return np.arange(n)
+    starts = np.arange(0, n, POOL_BLOCK)
+    maxima = np.maximum.reduceat(a, starts)
+    first = np.sort(np.lexsort((starts, -maxima))[:k])
+    ids = (starts[first, None] + np.arange(POOL_BLOCK)).ravel()
+    return ids[ids < n]  # the last block may be partial
+
+
 def _candidates(p: torch.Tensor | OneHot) -> list[int]:
     """The target's ``CANDIDATES`` most probable tokens with ``p > 0``, most probable first (ties: lowest id first):
     ψ' is 0 elsewhere. The first of a stable descending sort of ``p``, found without sorting the vocabulary: every
@@ -162,12 +181,13 @@ def _candidates(p: torch.Tensor | OneHot) -> list[int]:
     if isinstance(p, OneHot):
         return list(p.ids)  # the one token with p > 0
     k = min(CANDIDATES, p.shape[-1])
-    if p.is_cpu and p.dtype == torch.float32:  # numpy's partition: a third of topk's time over 152k entries
+    if p.is_cpu and p.dtype == torch.float32:
         a = p.detach().numpy()
-        last = np.partition(a, len(a) - k)[len(a) - k]  # the k-th largest value
-        ids = np.flatnonzero(a >= last)  # everything above it and every tie with it
-        values = a[ids]
-        ranked = ids[np.lexsort((ids, -values))][:k]  # most probable first, the lowest id first in a tie
+        pool = _pool(a, k)
+        values = a[pool]
+        last = np.partition(values, len(values) - k)[len(values) - k]  # the k-th largest value
+        ids = pool[values >= last]  # everything above it and every tie with it
+        ranked = ids[np.lexsort((ids, -a[ids]))][:k]  # most probable first, the lowest id first in a tie
         return [int(i) for i in ranked if a[i] > 0]
     values, ids = (x.tolist() for x in torch.topk(p, k))
     last = values[-1]
