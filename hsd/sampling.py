@@ -339,8 +339,9 @@ def _inverse_cdf_blocked(row: torch.Tensor, u: float) -> int:
     ``S_b`` its float32 total (numpy's pairwise sum, all blocks in one call: relative error at most a few
     1e-7, the rounding the float32 row itself carries), by ``u`` against the float64 cumulative sum of the
     totals; then entry ``j`` of the block with probability ``w_j / C_b``, ``C_b`` the block's float64 total, by
-    where ``u`` fell inside the block's share, against the block's float64 cumulative sum. A block or an entry of weight 0 has a share of width 0,
-    which ``u`` never lands in (the comparisons are "first cumulative sum above"), so neither is ever drawn."""
+    where ``u`` fell inside the block's share, against the block's float64 cumulative sum. A block or an entry of
+    weight 0 has a share of width 0, which ``u`` never lands in (the comparisons are "first cumulative sum
+    above"), so neither is ever drawn."""
     w = row.numpy()
     # few calls: after a forward has streamed the weights through the caches, each call costs 10-20 us
     totals = np.add.reduceat(w, _block_starts(len(w)))
