@@ -106,29 +106,40 @@ def _host_rows(q) -> list[torch.Tensor]:
     return q if not q or q[0].is_cpu else list(torch.stack(q).to("cpu"))
 
 
-def _few_entries(ranges: list[tuple[int, int, int]], order: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+def _few_entries(ranges: list[tuple[int, int, int]], order: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The signed ranges of ``order`` as (ids, signs), when they hold at most ``1/DIRECT`` of it; else ``None``."""
-    if sum(hi - lo for lo, hi, _ in ranges) * DIRECT > len(order):
+    sizes = [hi - lo for lo, hi, _ in ranges]
+    if sum(sizes) * DIRECT > len(order):
         return None
-    return (torch.cat([order[lo:hi] for lo, hi, _ in ranges]),
-            torch.cat([torch.full((hi - lo,), float(sign), dtype=torch.float64) for lo, hi, sign in ranges]))
+    return (np.concatenate([order[lo:hi] for lo, hi, _ in ranges]),
+            np.repeat(np.array([float(sign) for _, _, sign in ranges]), sizes))
 
 
-def _left_out(ranges: list[tuple[int, int, int]], order: torch.Tensor, size: int) -> torch.Tensor | None:
-    """The ids of a row of ``size`` entries that the signed ranges of ``order`` do not cover, when the ranges cover
-    each entry of ``order`` at most once and leave out at most ``1/DIRECT`` of the row (ids outside ``order``, the
-    drafter's special and padding ids, included); else ``None``."""
-    edges = np.zeros(len(order) + 1, dtype=np.int64)
+def _left_out(ranges: list[tuple[int, int, int]], trie: DrafterTrie, size: int) -> np.ndarray | None:
+    """The ids of a row of ``size`` entries that the signed ranges of the trie's order do not cover, when the ranges
+    cover each entry of the order at most once and leave out at most ``1/DIRECT`` of the row (ids outside the order,
+    the drafter's special and padding ids, included); else ``None``. Worked out on the ranges' ends, not per entry."""
+    edges: dict[int, int] = {}
     for lo, hi, sign in ranges:
-        edges[lo] += sign
-        edges[hi] -= sign
-    cover = np.cumsum(edges[:-1])
-    if len(cover) and (cover.min() < 0 or cover.max() > 1):
+        if lo < hi:
+            edges[lo] = edges.get(lo, 0) + sign
+            edges[hi] = edges.get(hi, 0) - sign
+    order = trie.order_ids
+    gaps, covered, cover, prev = [], 0, 0, 0
+    for pos in sorted(edges):  # ``cover`` is how often each entry of order[prev:pos] is covered
+        if pos > prev:
+            if cover == 0:
+                gaps.append((prev, pos))
+            elif cover == 1:
+                covered += pos - prev
+            else:
+                return None
+        cover += edges[pos]
+        prev = pos
+    gaps.append((prev, len(order)))
+    if (size - covered) * DIRECT > size:
         return None
-    if (size - int(cover.sum())) * DIRECT > size:
-        return None
-    beyond = np.setdiff1d(np.arange(size), order.numpy(), assume_unique=True)
-    return torch.from_numpy(np.concatenate([order.numpy()[cover == 0], beyond]))
+    return np.concatenate([order[lo:hi] for lo, hi in gaps] + [trie.outside(size)])
 
 
 class Enumerator:
@@ -164,23 +175,26 @@ class Enumerator:
 
     def _relevant(self, t: int):
         """The states from which ``f = t`` is still possible: prefixes of ``b(t)`` and strings that extend
-        it with no longer target token in between (``best == t``; ``best`` only grows along a string)."""
+        it with no longer target token in between (``best == t``; ``best`` only grows along a string). Also each
+        proper prefix of ``b(t)`` -> the next byte of ``b(t)``: from there that byte is the only way on."""
         target = self.f.target
+        along: dict[int, int] = {}
         if t == target.eos and t != BOTTOM:
             ancestors = {0}
         elif t in target.node:
             ancestors = target.path_to(target.node[t])
+            along = target.along(target.node[t])
         else:  # BOTTOM: strings with no target token as a prefix
             ancestors = set()
         best = target.best
-        return lambda s: s < 0 or s in ancestors or best[s] == t
+        return (lambda s: s < 0 or s in ancestors or best[s] == t), along
 
     def _psi(self, t: int) -> float | None:
         target = self.f.target
         if t != BOTTOM and t not in target.node and t != target.eos:
             self.cost[t] = 0  # an id f never returns (a duplicate spelling, a special token)
             return 0.0
-        relevant = self._relevant(t)
+        relevant, along = self._relevant(t)
         splits: dict[int, _Split] = {}
         frontier = [((), self.f.start, 1.0)]
         total, expanded = 0.0, 0
@@ -199,7 +213,7 @@ class Enumerator:
             nxt = []
             for s, idx in groups.items():
                 if s not in splits:
-                    splits[s] = self._split(s, t, relevant)
+                    splits[s] = self._split(s, t, relevant, along)
                 split = splits[s]
                 prob = np.array([frontier[i][2] for i in idx])
                 mass = self._mass(split, [qn[i] for i in idx], [q[i] for i in idx], [frontier[i][0] for i in idx])
@@ -214,8 +228,10 @@ class Enumerator:
         self.cost[t] = expanded
         return min(max(total, 0.0), 1.0)
 
-    def _split(self, state: int, t: int, relevant) -> _Split:
-        """Walk the drafter trie from ``state`` alongside the automaton (only where ``t`` stays reachable)."""
+    def _split(self, state: int, t: int, relevant, along: dict[int, int]) -> _Split:
+        """Walk the drafter trie from ``state`` alongside the automaton (only where ``t`` stays reachable). Along a
+        proper prefix of ``b(t)`` that does not stop with ``f = t``, only the next byte of ``b(t)`` is followed: any
+        other byte leaves ``b(t)`` before reaching it, where ``f = t`` is no longer possible."""
         f, dt = self.f, self.f.drafter
         out = _Split(eos=f.special_outcome(state, True) == t, other_stops=f.special_outcome(state, False) == t)
         stack = [(0, state)]
@@ -233,6 +249,9 @@ class Enumerator:
             dkids = dt.children[dnode]
             if s < 0:
                 byte = f.lag[-s - 1]
+                common = [byte] if byte in dkids else []
+            elif not stops_with_t and s in along:
+                byte = along[s]
                 common = [byte] if byte in dkids else []
             else:
                 tkids = f.target.children[s]
@@ -267,27 +286,27 @@ class Enumerator:
         dt = self.f.drafter
         ids, signs, total, prefix = [], [], False, False
         if split.ranges:
-            entries = _few_entries(split.ranges, dt.order)
-            outside = None if entries is not None else _left_out(split.ranges, dt.order, size)
+            entries = _few_entries(split.ranges, dt.order_ids)
+            outside = None if entries is not None else _left_out(split.ranges, dt, size)
             if entries is not None:  # a few entries (most splits): summed directly
                 ids.append(entries[0])
                 signs.append(entries[1])
             elif outside is not None:  # nearly every entry (a short target token, or ⊥): the row less the rest
                 ids.append(outside)
-                signs.append(torch.full((len(outside),), -1.0, dtype=torch.float64))
+                signs.append(np.full(len(outside), -1.0))
                 total = True
             else:  # whole subtrees: differences of the row's prefix sum
                 prefix = True
-        stops = [torch.tensor(split.tokens, dtype=torch.long)] if split.tokens else []
+        stops = [np.asarray(split.tokens, dtype=np.int64)] if split.tokens else []
         if split.eos and len(dt.eos_ids):
-            stops.append(dt.eos_ids)
+            stops.append(dt.eos_ids.numpy())
         if split.other_stops and len(dt.other_stop_ids):
-            stops.append(dt.other_stop_ids)
+            stops.append(dt.other_stop_ids.numpy())
         ids += stops
-        signs += [torch.ones(len(s), dtype=torch.float64) for s in stops]
+        signs += [np.ones(len(s)) for s in stops]
         if not ids:
             return _Plan(np.zeros(0, dtype=np.int64), np.zeros(0), total, prefix)
-        return _Plan(torch.cat(ids).numpy(), torch.cat(signs).numpy(), total, prefix)
+        return _Plan(np.concatenate(ids), np.concatenate(signs), total, prefix)
 
     def _mass(self, split: _Split, arrays: list[np.ndarray], rows: list[torch.Tensor],
               paths: list[tuple]) -> np.ndarray:

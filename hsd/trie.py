@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
 import torch
 
 from .vocab import Vocab
@@ -26,6 +27,7 @@ BOTTOM = -1  # ⊥: no target token is a prefix of the draft string
 class TargetTrie:
     def __init__(self, vocab: Vocab, n_logits: int):
         self.children: list[dict[int, int]] = [{}]
+        self.byte: list[int] = [-1]  # the last byte of the node's string (none for the root)
         self.token: list[int] = [BOTTOM]  # canonical (lowest) id whose bytes end at this node
         self.node: dict[int, int] = {}  # canonical token id -> its node
         for tid in range(min(n_logits, len(vocab))):
@@ -39,6 +41,7 @@ class TargetTrie:
                     nxt = len(self.children)
                     self.children[node][byte] = nxt
                     self.children.append({})
+                    self.byte.append(byte)
                     self.token.append(BOTTOM)
                 node = nxt
             if self.token[node] == BOTTOM:
@@ -63,6 +66,14 @@ class TargetTrie:
         while node:
             node = self.parent[node]
             out.add(node)
+        return out
+
+    def along(self, node: int) -> dict[int, int]:
+        """Each proper ancestor of ``node`` -> the next byte of ``node``'s string after it."""
+        out = {}
+        while node:
+            out[self.parent[node]] = self.byte[node]
+            node = self.parent[node]
         return out
 
 
@@ -101,12 +112,22 @@ class DrafterTrie:
             stack.append((node, True))
             stack.extend((c, False) for c in reversed(list(self.children[node].values())))
         self.order = torch.tensor(order, dtype=torch.long)
+        self.order_ids = self.order.numpy()
+        self._outside: dict[int, np.ndarray] = {}
         self.bytes = [vocab.tokens[t] if t < n else None for t in range(n)]
         eos = set(e for e in vocab.eos_ids if e < n)
         stops = [t for t in range(n) if not vocab.tokens[t]]  # specials (and empty tokens) end the string
         self.eos = frozenset(eos)
         self.eos_ids = torch.tensor(sorted(eos), dtype=torch.long)
         self.other_stop_ids = torch.tensor([t for t in stops if t not in eos], dtype=torch.long)
+
+    def outside(self, size: int) -> np.ndarray:
+        """The ids of a row of ``size`` entries that no node holds (special and padding ids), ascending."""
+        if size not in self._outside:
+            held = np.zeros(max(size, len(self.bytes)), dtype=bool)
+            held[self.order_ids] = True
+            self._outside[size] = np.flatnonzero(~held[:size])
+        return self._outside[size]
 
 
 _TRIES: dict[tuple, object] = {}

@@ -105,6 +105,54 @@ def test_psi_equals_brute_force_enumeration_and_sums_to_one(lag, direct, monkeyp
             assert any(ids is not None for ids in left_out)  # the left-out sums were taken
 
 
+def _left_out_per_entry(ranges, order, size):
+    """What the ranges leave out, entry by entry: each entry's cover summed from every range."""
+    cover = [0] * len(order)
+    for lo, hi, sign in ranges:
+        for i in range(lo, hi):
+            cover[i] += sign
+    if any(c < 0 or c > 1 for c in cover) or (size - sum(cover)) * psi_module.DIRECT > size:
+        return None
+    return sorted([int(order[i]) for i, c in enumerate(cover) if c == 0] + sorted(set(range(size)) - set(order)))
+
+
+def test_left_out_worked_out_on_the_range_ends_is_the_per_entry_cover():
+    """Nested subtrees (+1) less branches (-1), overlaps, empty ranges and ids outside the order: the ids the ranges
+    leave out, or None where an entry is covered twice or -1 times, or too much is left out."""
+    drafter = DrafterTrie(_vocab(DRAFTER), len(DRAFTER) + 3)  # 3 padding ids beyond the vocabulary
+    size = len(DRAFTER) + 3
+    order = drafter.order.tolist()
+    assert drafter.outside(size).tolist() == sorted(set(range(size)) - set(order)) == [0, 1, 11, 12, 13]
+    gen = torch.Generator().manual_seed(0)
+    n, outcomes = len(order), Counter()
+    for direct in (1, 2, 16):
+        for _ in range(400):
+            ranges = []
+            for _ in range(int(torch.randint(1, 5, (1,), generator=gen))):
+                lo, hi = sorted(torch.randint(0, n + 1, (2,), generator=gen).tolist())
+                ranges.append((lo, hi, 1 if torch.rand(1, generator=gen) < 0.6 else -1))
+            psi_module.DIRECT, saved = direct, psi_module.DIRECT
+            try:
+                got, want = psi_module._left_out(ranges, drafter, size), _left_out_per_entry(ranges, order, size)
+            finally:
+                psi_module.DIRECT = saved
+            assert (None if got is None else sorted(got.tolist())) == want, ranges
+            outcomes[want is None] += 1
+    assert outcomes[True] and outcomes[False]  # both answers were reached
+
+
+def test_along_maps_each_proper_prefix_to_the_next_byte():
+    trie = TargetTrie(_vocab(TARGET), len(TARGET))
+    node = trie.node[9]  # "abca"
+    along = trie.along(node)
+    assert sorted(along.values()) == sorted(b"abca") and len(along) == 4
+    state = 0
+    for byte in b"abca":
+        assert along[state] == byte
+        state = trie.children[state][byte]
+    assert state == node and trie.along(0) == {}
+
+
 def test_drafting_process_is_the_one_psi_sums_over():
     """Following Proposer.feed (what drafting does) through every sequence gives the same probabilities."""
     target, drafter = _vocab(TARGET), _vocab(DRAFTER)
