@@ -78,7 +78,7 @@ PARTS = [
     ("vocab", "PairVocab.intersection_maps", "maps"), ("algorithms.tli", "InTarget.of", "maps"),
     ("algorithms.tli", "InTarget.at", "maps"), ("algorithms.tli", "InTarget.row", "maps"),
     ("algorithms.sd", "in_target_vocabulary", "maps"),
-    ("algorithms.slrs", "_Slot.psi", "psi"),
+    ("algorithms.slrs", "_Slot.psi", "psi"), ("algorithms.slrs", "_Slot.psi_under", "psi"),
     ("session", "DrafterContext.draft", "draft loop"), ("algorithms.slrs", "_draft", "draft loop"),
     ("algorithms.slrs", "_Rows.draft", "draft loop"), ("algorithms.slrs", "_Rows.__call__", "draft loop"),
     ("session", "Session.commit", "trace"), ("algorithms.common", "spans", "trace"),

@@ -94,6 +94,8 @@ class _Plan:
 
 DIRECT = 16  # ranges of at most 1/DIRECT of the drafter's vocabulary are summed entry by entry, not by prefix sums;
 # so is what ranges covering all but 1/DIRECT of it leave out, subtracted from the row's total
+SLACK = 1.01  # an open path's mass bounds what its continuations add to ψ where each row sums to 1; float32 rows
+# sum to 1 within far less than this factor over any number of depths a walk takes
 CUMULATIVE_FLOATS = 2**22  # float64 entries of the prefix sums one Enumerator keeps (32 MB)
 
 
@@ -170,8 +172,29 @@ class Enumerator:
         """``ψ(t)`` for a target id, the target's EOS, or ``BOTTOM``; ``None`` if it needs more than
         ``max_paths`` paths."""
         if t not in self.memo:
-            self.memo[t] = self._psi(t)
+            walk = self._walk(t)
+            try:
+                while True:
+                    next(walk)
+            except StopIteration as done:
+                self.memo[t] = done.value
         return self.memo[t]
+
+    def under(self, t: int, ok) -> bool:
+        """Whether an upper bound ``U`` of ``ψ(t)`` has ``ok(U)``, for an ``ok`` that holds for every value below
+        one it holds for: then ``ok(ψ(t))`` and ``ok(0)`` (a heavy token's ψ') hold too. The walk stops at the first
+        depth whose bound will do, before asking for the next depth's rows; ``False`` when none did (``ψ(t)`` is
+        then known, :meth:`psi` answers it at once) or ``ψ(t)`` was already known."""
+        if t in self.memo:
+            return False
+        walk = self._walk(t)
+        try:
+            while True:
+                if ok(next(walk)):
+                    return True
+        except StopIteration as done:
+            self.memo[t] = done.value
+        return False
 
     def _relevant(self, t: int):
         """The states from which ``f = t`` is still possible: prefixes of ``b(t)`` and strings that extend
@@ -189,7 +212,9 @@ class Enumerator:
         best = target.best
         return (lambda s: s < 0 or s in ancestors or best[s] == t), along
 
-    def _psi(self, t: int) -> float | None:
+    def _walk(self, t: int):
+        """ψ(t) depth by depth (the generator's return value), yielding after each depth an upper bound of it:
+        the mass found so far plus that of every path still open, times :data:`SLACK`."""
         target = self.f.target
         if t != BOTTOM and t not in target.node and t != target.eos:
             self.cost[t] = 0  # an id f never returns (a duplicate spelling, a special token)
@@ -225,6 +250,8 @@ class Enumerator:
                         nxt += [(path + (v,), s2, p * qv) for v, s2, qv in
                                 zip(split.child_ids, split.child_states, qn[i][children].tolist()) if qv > 0]
             frontier = nxt
+            if frontier:
+                yield (total + sum(p for _, _, p in frontier)) * SLACK
         self.cost[t] = expanded
         return min(max(total, 0.0), 1.0)
 

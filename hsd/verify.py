@@ -188,7 +188,8 @@ def rejection(p: torch.Tensor | OneHot, q, proposal: list[int], sampling: Sampli
 
 
 def residual_by_rejection(p: torch.Tensor | OneHot, q_of: Callable[[int], float], support: list[int],
-                          sampling: Sampling, rng: Rng, max_draws: int) -> tuple[int, int]:
+                          sampling: Sampling, rng: Rng, max_draws: int,
+                          q_under: Callable[[int, Callable[[float], bool]], bool] | None = None) -> tuple[int, int]:
     """A draw from ``max(0, p - q)`` normalised, where ``q`` is 0 outside ``support`` and ``q_of(u)`` is costly.
 
     Draw ``u ~ p`` and keep it with probability ``1 - min(1, q(u)/p(u))`` (always outside ``support``):
@@ -196,6 +197,9 @@ def residual_by_rejection(p: torch.Tensor | OneHot, q_of: Callable[[int], float]
     position is 1 (docs/slrs.md). After ``max_draws`` draws without keeping one, ``q`` is evaluated on
     the whole (short) support and the residual sampled directly, which is the same distribution, so
     the work is bounded by ``len(support)`` evaluations. Greedy: the argmax. Returns (token, draws).
+
+    ``q_under(u, kept)``, when given, says whether an upper bound of ``q(u)`` is kept already: ``kept`` only grows as
+    ``q`` falls, so the bound's verdict is ``q(u)``'s, in floats too, and ``q(u)`` itself is never asked for.
     """
     if sampling.greedy:
         return draw(p if isinstance(p, OneHot) else p.unsqueeze(0), sampling, rng)[0], 0
@@ -204,8 +208,12 @@ def residual_by_rejection(p: torch.Tensor | OneHot, q_of: Callable[[int], float]
         u = rng.draw(p)
         if u not in inside:
             return u, drawn
-        keep = 1.0 - min(1.0, q_of(u) / float(p[u]))
-        if float(rng.uniform(1, p.device)[0]) < keep:
+        pu, v = float(p[u]), float(rng.uniform(1, p.device)[0])
+
+        def kept(q: float) -> bool:
+            return v < 1.0 - min(1.0, q / pu)
+
+        if (q_under is not None and q_under(u, kept)) or kept(q_of(u)):
             return u, drawn
     q = torch.zeros_like(p)
     for u in support:
@@ -216,13 +224,14 @@ def residual_by_rejection(p: torch.Tensor | OneHot, q_of: Callable[[int], float]
 
 def sequential_rejection(p: torch.Tensor | OneHot, proposal: list[int], q_of: Callable[[int, int], float],
                          support_of: Callable[[int], list[int]], sampling: Sampling, rng: Rng,
-                         max_draws: int, record: Recorder | None = None) -> tuple[Verdict, int]:
+                         max_draws: int, record: Recorder | None = None, q_under=None) -> tuple[Verdict, int]:
     """:func:`rejection` with the proposal probability asked lazily: ``q_of(i, t)`` = ``q_i(t)``, only for
     positions that are verified and for residual candidates; ``support_of(i)`` = the tokens where
     ``q_i`` may be positive. A negative id in ``proposal`` is ``⊥``: no target token, always rejected.
     ``p``: ``[m+1, V]``, or ``[m, V]`` when the last proposal is ``⊥`` (nothing after it is verified).
     Returns the verdict and the residual's draws from ``p``. A recorded position evaluates ``q`` on its
-    whole support (after verification, so nothing above changes)."""
+    whole support (after verification, so nothing above changes). ``q_under(i, u, kept)``: the residual's test of
+    :func:`residual_by_rejection` on an upper bound of ``q_i(u)``."""
     m = len(proposal)
     p_t, q_t, accept = [], [], []
     n, draws = 0, 0
@@ -238,7 +247,8 @@ def sequential_rejection(p: torch.Tensor | OneHot, proposal: list[int], q_of: Ca
             break
         n += 1
     if n < m:
-        token, draws = residual_by_rejection(p[n], lambda u: q_of(n, u), support_of(n), sampling, rng, max_draws)
+        under = None if q_under is None else lambda u, kept: q_under(n, u, kept)
+        token, draws = residual_by_rejection(p[n], lambda u: q_of(n, u), support_of(n), sampling, rng, max_draws, under)
         label = "corrected"
     else:
         token, label = _bonus(p, m, sampling, rng), "bonus"

@@ -169,7 +169,7 @@ def test_known_lossy_variant_fails_the_same_bound(algorithm, kind, patch, monkey
     assert tv(got, exact) > BOUND
 
 
-def _lossy_residual_by_rejection(p, q_of, support, sampling, rng, max_draws):
+def _lossy_residual_by_rejection(p, q_of, support, sampling, rng, max_draws, q_under=None):
     return int(rng.sample(p.unsqueeze(0))[0]), 1  # resample from p instead of max(0, p - ψ')
 
 

@@ -6,6 +6,7 @@ on a hand-built pair of tiny vocabularies. Losslessness end to end is in the com
 ``test_slrs_prompts.py`` runs the embedded pair on varied prompts at default settings.
 """
 
+import math
 from collections import Counter
 from functools import lru_cache
 
@@ -310,11 +311,12 @@ def test_trace_records_psi_bottom_and_their_cost():
 
 
 def test_metrics_sum_psi_costs():
-    res = hsd.generate(byte_pair("bigram"), PROMPT, algorithm="slrs", max_new_tokens=30, temperature=1.0, seed=2)
+    # a SentencePiece-style drafter: a ψ there needs batched forwards of paths the draft did not take
+    res = hsd.generate(bigram("bpe<-sp"), PROMPT, algorithm="slrs", max_new_tokens=30, temperature=1.0, seed=0)
     assert [e.token for r in res.rounds for e in r.emitted] == res.token_ids
     m = res.metrics
     assert m["psi_paths"] == sum(r.extra["psi_paths"] for r in res.rounds) > 0
-    assert m["psi_forwards"] > 0 and m["psi_seconds"] > 0
+    assert m["psi_forwards"] == sum(r.extra["psi_forwards"] for r in res.rounds) > 0 and m["psi_seconds"] > 0
     assert m["drafter_forwards"] == sum(r.drafter_forwards for r in res.rounds) + 1  # + prefill
 
 
@@ -351,6 +353,78 @@ def test_residual_is_exact_when_drawn_directly():
                          for _ in range(4000))
         got = torch.tensor([counts[i] / 4000 for i in range(4)])
         assert (got - expected).abs().max() < 0.03, (max_draws, got)
+
+
+@pytest.mark.parametrize("lag", [b"", b"a"])
+def test_every_bound_a_walk_yields_is_above_psi_and_under_answers_by_them(lag):
+    """``_walk`` yields upper bounds of ψ(t) depth by depth; ``under`` says yes exactly when one of them passes the
+    test, and then ψ(t) passes it too."""
+    target, drafter = _vocab(TARGET), _vocab(DRAFTER)
+    table = torch.softmax(1.5 * torch.randn(len(DRAFTER), len(DRAFTER), generator=torch.Generator().manual_seed(3)), -1)
+
+    def enumerator(asked):
+        def rows(paths):
+            asked.extend(paths)
+            return torch.stack([table[p[-1] if p else 2] for p in paths])
+        return Enumerator(Proposer(TargetTrie(target, len(target)), DrafterTrie(drafter, len(drafter)), lag), rows,
+                          max_paths=10_000)
+
+    deep = 0
+    for t in [BOTTOM, *range(len(TARGET))]:
+        walk, bounds = enumerator([])._walk(t), []
+        try:
+            while True:
+                bounds.append(next(walk))
+        except StopIteration as done:
+            psi = done.value
+        assert all(b >= psi for b in bounds), (t, psi, bounds)
+        deep += len(bounds) > 1
+        for limit in [*bounds, psi, psi / 2]:
+            asked = []
+            e = enumerator(asked)
+            said = e.under(t, lambda x: x < limit * 1.0001)
+            assert said == any(b < limit * 1.0001 for b in bounds)
+            if said:
+                assert psi < limit * 1.0001 and t not in e.memo  # stopped early: ψ(t) itself never summed
+            else:
+                assert e.memo[t] == psi and e.psi(t) == psi  # walked to the end: ψ(t) is known
+        asked_all, asked_first = [], []
+        enumerator(asked_all).psi(t)
+        enumerator(asked_first).under(t, lambda x: True)
+        assert len(asked_first) <= len(asked_all)  # a bound asks for no rows beyond the depths it walked
+    assert deep  # some walk went deeper than one depth
+
+
+def test_a_residual_decided_by_bounds_keeps_the_same_draws():
+    """The residual's test on an upper bound of q(u) keeps what the test on q(u) keeps, draw for draw: the same
+    tokens and the same random stream, whether the bound is tight, loose or useless."""
+    gen = torch.Generator().manual_seed(0)
+    p = torch.softmax(2 * torch.randn(50, generator=gen), 0)
+    q_row = torch.softmax(2 * torch.randn(50, generator=gen), 0)
+    support = torch.topk(p, 16).indices.tolist()
+    for factor in (1.0, 1.5, 40.0, math.inf):
+        def q_under(u, kept, factor=factor):
+            return kept(float(q_row[u]) * factor)
+        plain, bounded = Rng(7), Rng(7)
+        for _ in range(300):
+            a = residual_by_rejection(p, lambda u: float(q_row[u]), support, Sampling(1.0), plain, 64)
+            b = residual_by_rejection(p, lambda u: float(q_row[u]), support, Sampling(1.0), bounded, 64, q_under)
+            assert a == b
+        assert plain.uniform(1, p.device).tolist() == bounded.uniform(1, p.device).tolist()
+
+
+def test_slrs_with_psi_bounds_emits_what_it_emits_with_every_psi_summed(monkeypatch):
+    """Whole generations: the residual's bounds change which ψ are summed (fewer), never a token."""
+    pair = bigram("bpe<-sp")  # several drafter paths per target token: bounds stop walks early
+    runs = {}
+    for bounded in (True, False):
+        if not bounded:
+            monkeypatch.setattr(psi_module.Enumerator, "under", lambda self, t, ok: False)
+        runs[bounded] = [hsd.generate(pair, PROMPT, algorithm="slrs", max_new_tokens=24, temperature=1.0, seed=seed,
+                                      lookahead=3) for seed in range(6)]
+    assert [r.token_ids for r in runs[True]] == [r.token_ids for r in runs[False]]
+    paths = {b: sum(r.metrics["psi_paths"] for r in runs[b]) for b in runs}
+    assert paths[True] < paths[False]
 
 
 # --- real tokenizers (slow: run with -m slow) -------------------------------------------------------

@@ -130,6 +130,17 @@ class _Slot:
             return 0.0
         return value
 
+    def psi_under(self, t: int, ok) -> bool:
+        """Whether an upper bound of ψ'(t) has ``ok`` (:meth:`Enumerator.under`); ``False`` where ψ'(t) is known
+        at once (blocked, statically heavy) or the bound never did."""
+        if self.blocked or self.statically_heavy(t):
+            return False
+        start = time.perf_counter()
+        try:
+            return self.enum.under(t, ok)
+        finally:
+            self.seconds += time.perf_counter() - start
+
 
 def _draft(s: Session, lag: bytes) -> _Slot:
     """Spec §4 step 1: sample drafter tokens until the string stops being open; ``raw = f(s)``."""
@@ -240,8 +251,11 @@ def step(s: Session) -> Round:
     def psi(j: int, t: int) -> float:
         return slots[j].psi(t) if t in support(j) else 0.0
 
+    def psi_under(j: int, t: int, ok) -> bool:  # the residual's test, decided by a bound of ψ' where one will do
+        return t in support(j) and slots[j].psi_under(t, ok)
+
     verdict, draws = sequential_rejection(p, proposal, psi, support, s.settings.sampling, s.rng, RESIDUAL_DRAWS,
-                                         record=s.recorder)
+                                         record=s.recorder, q_under=psi_under)
     rnd.positions = verdict.positions
     for j, (slot, pos) in enumerate(zip(slots, rnd.positions)):
         pos.token, pos.paths = slot.raw, slot.enum.paths
