@@ -79,8 +79,11 @@ def _script(a: Runner, b: Runner, vocab: int) -> int:
     return rows
 
 
+@pytest.mark.parametrize("prefix", ["read-once", "copied"])
 @pytest.mark.parametrize("kind", MODELS)
-def test_lean_runner_computes_the_logits_transformers_computes(tok, kind):
+def test_lean_runner_computes_the_logits_transformers_computes(tok, kind, prefix, monkeypatch):
+    """Batched paths read the cached prefix once for all paths, or from a copy per path: the same logits."""
+    monkeypatch.setattr(hsd.lean, "SHARED_PREFIX", 0 if prefix == "read-once" else 10**9)
     net = MODELS[kind](tok)
     before = copy.deepcopy(net.state_dict())
     model = Model.wrap(net, tok)
