@@ -149,11 +149,13 @@ def _attend_paths(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, prefix_k: t
     by_head = q.view(b, nkv, g, m, d).permute(1, 0, 2, 3, 4).reshape(nkv, b * g * m, d)
     shared = torch.matmul(by_head, prefix_k.transpose(1, 2)).view(nkv, b, g, m, n_prefix).permute(1, 0, 2, 3, 4)
     own = torch.matmul(q.view(b, nkv, g, m, d), k.unsqueeze(2).transpose(-1, -2))  # [b, nkv, g, m, m]
-    scores = torch.cat((shared, own), -1) * scale
-    seen = _mask(q_pos, torch.arange(first, int(q_pos[-1]) + 1), window)  # [m, P + m]
-    if not bool(seen.all()):
-        scores = scores.masked_fill(~seen, float("-inf"))
-    weights = torch.softmax(scores, -1)
+    if m > 1:  # a path's later positions see its earlier ones, not the other way
+        own = own.masked_fill(~_mask(q_pos, q_pos, window), float("-inf"))
+    if window is not None and n_prefix:  # later positions may no longer see the prefix's first ones
+        seen = _mask(q_pos, torch.arange(first, first + n_prefix), window)
+        if not bool(seen.all()):
+            shared = shared.masked_fill(~seen, float("-inf"))
+    weights = torch.softmax(torch.cat((shared, own), -1) * scale, -1)
     w_shared = weights[..., :n_prefix].permute(1, 0, 2, 3, 4).reshape(nkv, b * g * m, n_prefix)
     out = torch.matmul(w_shared, prefix_v).view(nkv, b, g, m, d).permute(1, 0, 2, 3, 4)
     out = out + torch.matmul(weights[..., n_prefix:], v.unsqueeze(2))
