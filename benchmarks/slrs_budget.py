@@ -68,7 +68,9 @@ def measure(pair, prompts, seeds, budget, settings) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--prompts", type=int, default=4, help="first N prompts of assets/prompts/code.jsonl")
+    ap.add_argument("--prompt-set", default="code-packages",
+                    help="a set in assets/prompts or a .jsonl file (default: functions of packages the pair never saw)")
+    ap.add_argument("--prompts", type=int, default=4, help="the set's first N prompts")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--temperature", type=float, default=1.0)
@@ -76,9 +78,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (tiny models gain nothing from more)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    prompts = load_prompts("code", args.prompts)
+    prompts = load_prompts(args.prompt_set, args.prompts)
     settings = dict(temperature=args.temperature, max_new_tokens=args.max_new_tokens, lookahead=args.lookahead)
-    print(f"SLRS path budgets: {len(prompts)} code prompts × {args.seeds} seeds × {args.max_new_tokens} new tokens, "
+    print(f"SLRS path budgets: {len(prompts)} prompts of {args.prompt_set} × {args.seeds} seeds × {args.max_new_tokens} new tokens, "
           f"temperature {args.temperature}, lookahead {args.lookahead}")
     print("| drafter | slrs_max_paths | target tokens heavy (static) | acceptance (of proposed / of verified) | τ "
           "| drafter fwd / round | ψ paths / round | ⊥ heavy / proposals | ψ share of time | tokens/s | AR tokens/s "
