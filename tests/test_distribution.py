@@ -261,7 +261,8 @@ def _real_first_token(pair, algorithm: str, n: int = REAL_N) -> tuple[dict, dict
 
 
 @_real
-@pytest.mark.parametrize("algorithm,kind", [("tli", "hetero"), pytest.param("sd", "shared", marks=pytest.mark.slow),
+@pytest.mark.parametrize("algorithm,kind", [("tli", "hetero"), pytest.param("slrs", "hetero", marks=pytest.mark.slow),
+                                            pytest.param("sd", "shared", marks=pytest.mark.slow),
                                             pytest.param("slem", "hetero", marks=pytest.mark.slow)])
 def test_first_token_matches_target_distribution_at_real_vocabulary_size(algorithm, kind):
     got, exact = _real_first_token(_real_pair(kind), algorithm)
