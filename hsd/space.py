@@ -35,7 +35,7 @@ SPACE_FILES = (  # patterns relative to the checkout; each must match at least o
     "assets/prompts/*.jsonl",
 )
 DELETE_PATTERNS = ["*.py", "hsd/*", "assets/*"]  # a module or model removed here is removed from the Space too
-TEST_ONLY = {"pytest", "setuptools"}
+TEST_ONLY = {"pytest", "pytest-xdist", "setuptools"}
 LARGE_BYTES = 10 * 1024 * 1024  # the Hub sends files over 10 MB, and binary files, through Xet/LFS
 FRONT_MATTER_DEFAULTS = {"sdk": "gradio", "app_file": "app.py", "python_version": SPACE_PYTHON, "license": "apache-2.0"}
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
