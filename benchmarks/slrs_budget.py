@@ -80,8 +80,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     prompts = load_prompts(args.prompt_set, args.prompts)
     settings = dict(temperature=args.temperature, max_new_tokens=args.max_new_tokens, lookahead=args.lookahead)
-    print(f"SLRS path budgets: {len(prompts)} prompts of {args.prompt_set} × {args.seeds} seeds × {args.max_new_tokens} new tokens, "
-          f"temperature {args.temperature}, lookahead {args.lookahead}")
+    print(f"SLRS path budgets: {len(prompts)} prompts of {args.prompt_set} × {args.seeds} seeds × "
+          f"{args.max_new_tokens} new tokens, temperature {args.temperature}, lookahead {args.lookahead}")
     print("| drafter | slrs_max_paths | target tokens heavy (static) | acceptance (of proposed / of verified) | τ "
           "| drafter fwd / round | ψ paths / round | ⊥ heavy / proposals | ψ share of time | tokens/s | AR tokens/s "
           "| speedup |")

@@ -235,23 +235,21 @@ class LeanRunner(Runner):
             q, k = qk[:, :, :nq].transpose(1, 2), qk[:, :, nq:].transpose(1, 2)
             v = qkv[:, :, nq + nkv:].transpose(1, 2)
             first = 0 if layer.window is None else max(0, start - layer.window + 1)
-            if write:
-                self.keys[i][:, :, start:end] = k
-                self.values[i][:, :, start:end] = v
-                keys, values = self.keys[i][:, :, first:end], self.values[i][:, :, first:end]
-            elif (b - 1) * (start - first) >= SHARED_PREFIX:
+            if not write and (b - 1) * (start - first) >= SHARED_PREFIX:
                 out = _attend_paths(q, k, v, self.keys[i][0, :, first:start], self.values[i][0, :, first:start],
                                     q_pos, first, layer.window, layer.scaling)
-                x = x + F.linear(out.transpose(1, 2).reshape(b, m, nq * d), layer.o)
-                x = x + layer.mlp(_rms(x, layer.norm2, layer.norm2_eps))
-                continue
             else:
-                keys = torch.cat((self.keys[i][:, :, first:start].expand(b, -1, -1, -1), k), 2)
-                values = torch.cat((self.values[i][:, :, first:start].expand(b, -1, -1, -1), v), 2)
-            if nq != nkv:
-                keys, values = keys.repeat_interleave(nq // nkv, 1), values.repeat_interleave(nq // nkv, 1)
-            mask = None if m == 1 else _mask(q_pos, torch.arange(first, end), layer.window)
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=layer.scaling)
+                if write:
+                    self.keys[i][:, :, start:end] = k
+                    self.values[i][:, :, start:end] = v
+                    keys, values = self.keys[i][:, :, first:end], self.values[i][:, :, first:end]
+                else:
+                    keys = torch.cat((self.keys[i][:, :, first:start].expand(b, -1, -1, -1), k), 2)
+                    values = torch.cat((self.values[i][:, :, first:start].expand(b, -1, -1, -1), v), 2)
+                if nq != nkv:
+                    keys, values = keys.repeat_interleave(nq // nkv, 1), values.repeat_interleave(nq // nkv, 1)
+                mask = None if m == 1 else _mask(q_pos, torch.arange(first, end), layer.window)
+                out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=layer.scaling)
             x = x + F.linear(out.transpose(1, 2).reshape(b, m, nq * d), layer.o)
             x = x + layer.mlp(_rms(x, layer.norm2, layer.norm2_eps))
         return x

@@ -172,12 +172,7 @@ class Enumerator:
         """``ψ(t)`` for a target id, the target's EOS, or ``BOTTOM``; ``None`` if it needs more than
         ``max_paths`` paths."""
         if t not in self.memo:
-            walk = self._walk(t)
-            try:
-                while True:
-                    next(walk)
-            except StopIteration as done:
-                self.memo[t] = done.value
+            self._run(t, lambda bound: False)  # no bound will do: the walk runs to the end and keeps ψ(t)
         return self.memo[t]
 
     def under(self, t: int, ok) -> bool:
@@ -185,8 +180,10 @@ class Enumerator:
         one it holds for: then ``ok(ψ(t))`` and ``ok(0)`` (a heavy token's ψ') hold too. The walk stops at the first
         depth whose bound will do, before asking for the next depth's rows; ``False`` when none did (``ψ(t)`` is
         then known, :meth:`psi` answers it at once) or ``ψ(t)`` was already known."""
-        if t in self.memo:
-            return False
+        return t not in self.memo and self._run(t, ok)
+
+    def _run(self, t: int, ok) -> bool:
+        """:meth:`_walk` until a bound has ``ok`` (``True``) or to its end, keeping ``ψ(t)`` (``False``)."""
         walk = self._walk(t)
         try:
             while True:
