@@ -25,7 +25,7 @@ from hsd.session import DrafterContext
 from hsd.trie import BOTTOM, DrafterTrie, TargetTrie, target_trie
 from hsd.verify import residual_by_rejection
 from hsd.vocab import Vocab
-from pairs import bigram, byte_pair
+from pairs import bigram
 
 # --- ψ on a hand-built drafter -------------------------------------------------------------------
 
